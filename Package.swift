@@ -1,0 +1,91 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers (STYLE.md §Conventions 1): C system modules → internal wrappers that own C memory → the pure
+// `AppAttest` core → tools. The core product builds without any web framework or database driver.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "swift-app-attest",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
+        .executable(name: "appattest", targets: ["appattest"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+    ],
+    targets: [
+        // MARK: C system libraries (SPEC §9)
+        .systemLibrary(
+            name: "CAppAttestOpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CAppAttestCBOR",
+            pkgConfig: "libcbor",
+            providers: [.apt(["libcbor-dev"])]
+        ),
+
+        // MARK: Internal wrappers: the only files that touch C
+        .target(
+            name: "AppAttestCrypto",
+            dependencies: ["CAppAttestOpenSSL"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "AppAttestCBOR",
+            dependencies: ["CAppAttestCBOR"],
+            swiftSettings: strict
+        ),
+
+        // MARK: The core: parsing and verification, no I/O
+        .target(
+            name: "AppAttest",
+            dependencies: [
+                "AppAttestCrypto",
+                "AppAttestCBOR",
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Test-vector files (TestVectors/README.md format)
+        .target(
+            name: "AppAttestVectors",
+            dependencies: ["AppAttest"],
+            swiftSettings: strict
+        ),
+
+        // MARK: The command
+        .executableTarget(
+            name: "appattest",
+            dependencies: [
+                "AppAttest",
+                "AppAttestVectors",
+                "AppAttestCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "AppAttestCBORTests",
+            dependencies: ["AppAttestCBOR"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestTests",
+            dependencies: ["AppAttest", "AppAttestVectors", "AppAttestCBOR"],
+            resources: [],
+            swiftSettings: strict
+        ),
+    ]
+)

@@ -1,0 +1,337 @@
+public import Foundation
+internal import AppAttestCrypto
+
+/// Verifies App Attest attestation objects and assertions, following Apple's steps (SPEC §2.1, §3.2).
+///
+/// Build one verifier at start-up and share it: it is `Sendable`, synchronous and does no I/O. It holds the
+/// trust anchor parsed once and remembers intermediates already verified against it, so that a chain costs one
+/// P-384 signature verification instead of two (see `ChainVerifier`).
+///
+/// ```swift
+/// let verifier = try AppAttestVerifier(configuration: .init(
+///     appID: try AppID("ABCDE12345.com.example.app"), environment: .production))
+/// let attested = try verifier.verifyAttestation(object, keyID: keyID, challenge: challenge)
+/// // store attested.publicKey.x963Representation, attested.receipt, counter 0 …
+/// let verified = try verifier.verifyAssertion(assertion, clientData: clientData,
+///     publicKey: attested.publicKey, appID: attested.appID, previousCounter: 0)
+/// // store verified.counter atomically (compare-and-set on the previous value)
+/// ```
+public struct AppAttestVerifier: Sendable {
+    /// What the verifier accepts.
+    public struct Configuration: Sendable {
+        /// The App IDs this server accepts, each with the environments allowed for it (SPEC §2.3).
+        public var apps: [AppID: Set<AppAttestEnvironment>]
+        /// The root that attestation chains must end at; Apple's by default.
+        public var trustAnchor: TrustAnchor
+        /// When certificates must be valid. `.now` in production; pinned for recorded data.
+        public var verificationTime: VerificationTime
+        /// Accepted clock skew, in seconds, when checking certificate validity (0 by default). A chain that is
+        /// not valid at the verification time but is valid that much earlier or later is accepted.
+        public var clockSkewLeeway: TimeInterval
+
+        /// One App ID in one environment.
+        public init(
+            appID: AppID, environment: AppAttestEnvironment, trustAnchor: TrustAnchor = .appleAppAttestationRoot,
+            verificationTime: VerificationTime = .now, clockSkewLeeway: TimeInterval = 0
+        ) {
+            self.init(apps: [appID: [environment]], trustAnchor: trustAnchor, verificationTime: verificationTime,
+                clockSkewLeeway: clockSkewLeeway)
+        }
+
+        /// Several App IDs, each with its allowed environments.
+        public init(
+            apps: [AppID: Set<AppAttestEnvironment>], trustAnchor: TrustAnchor = .appleAppAttestationRoot,
+            verificationTime: VerificationTime = .now, clockSkewLeeway: TimeInterval = 0
+        ) {
+            self.apps = apps
+            self.trustAnchor = trustAnchor
+            self.verificationTime = verificationTime
+            self.clockSkewLeeway = clockSkewLeeway
+        }
+    }
+
+    /// The instant at which certificate validity is judged (STYLE rule 8: time is an input).
+    public enum VerificationTime: Sendable, Hashable {
+        /// The system clock at each verification.
+        case now
+        /// A fixed instant, for recorded test vectors and replays of old data.
+        case fixed(Date)
+
+        var date: Date {
+            switch self {
+            case .now: return Date()
+            case .fixed(let date): return date
+            }
+        }
+    }
+
+    /// The configuration this verifier was built from.
+    public let configuration: Configuration
+    /// When certificates must be valid; a copy of the verifier with another time shares the trust state.
+    public var verificationTime: VerificationTime
+    private let chainVerifier: ChainVerifier
+    private let appsByRPIDHash: [[UInt8]: (AppID, Set<AppAttestEnvironment>)]
+
+    /// - Throws: ``AppAttestError/Code/invalidConfiguration`` when no App ID is configured, an App ID allows
+    ///   no environment, the leeway is negative, or the trust anchor is not a usable certificate.
+    public init(configuration: Configuration) throws(AppAttestError) {
+        guard !configuration.apps.isEmpty else {
+            throw AppAttestError(.invalidConfiguration, "no App ID configured")
+        }
+        guard configuration.apps.values.allSatisfy({ !$0.isEmpty }) else {
+            throw AppAttestError(.invalidConfiguration, "an App ID allows no environment")
+        }
+        guard configuration.clockSkewLeeway >= 0, configuration.clockSkewLeeway.isFinite else {
+            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be a finite, non-negative number")
+        }
+        let root: X509Certificate
+        do { root = try X509Certificate(derEncoded: configuration.trustAnchor.derRepresentation) } catch {
+            throw AppAttestError(.invalidConfiguration, "trust anchor: \(error)")
+        }
+        do { chainVerifier = try ChainVerifier(root: root) } catch {
+            throw AppAttestError(.invalidConfiguration, "trust anchor: \(error)")
+        }
+        self.configuration = configuration
+        self.verificationTime = configuration.verificationTime
+        self.appsByRPIDHash = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.key.rpIDHash, ($0.key, $0.value)) })
+    }
+
+    // MARK: Attestation
+
+    /// Verifies an attestation object against the one-time challenge the server issued.
+    ///
+    /// The clientDataHash is SHA-256 of `challenge`, as real devices compute it (SPEC §2.1 step 2).
+    /// - Parameters:
+    ///   - attestationObject: the CBOR bytes from `attestKey`.
+    ///   - keyID: the key identifier the app sent with it.
+    ///   - challenge: the challenge bytes the server issued for this attestation.
+    /// - Returns: the verified key and what came with it; store ``VerifiedAttestation/publicKey`` and
+    ///   ``VerifiedAttestation/receipt`` with counter 0.
+    /// - Throws: ``AppAttestError`` with the first failed check's code.
+    public func verifyAttestation(
+        _ attestationObject: some Collection<UInt8>, keyID: KeyID, challenge: some Collection<UInt8>
+    ) throws(AppAttestError) -> VerifiedAttestation {
+        let clientDataHash = SHA256.hash(Array(challenge))
+        return try verifyAttestation(attestationObject, keyID: keyID, clientDataHash: clientDataHash)
+    }
+
+    /// Verifies an attestation object against the exact clientDataHash passed to `attestKey`.
+    ///
+    /// - Warning: Real apps pass SHA-256 of the server's challenge; use
+    ///   ``verifyAttestation(_:keyID:challenge:)`` unless you hold the hash itself (Apple's documentation
+    ///   samples passed the raw challenge, SPEC §7 pitfall 3). Never try both forms on the same object.
+    /// - Throws: ``AppAttestError`` with the first failed check's code.
+    public func verifyAttestation(
+        _ attestationObject: some Collection<UInt8>, keyID: KeyID, clientDataHash: some Collection<UInt8>
+    ) throws(AppAttestError) -> VerifiedAttestation {
+        guard attestationObject.count <= AttestationObject.maximumSize else {
+            throw AppAttestError(.malformed, "attestation object of \(attestationObject.count) bytes exceeds \(AttestationObject.maximumSize)")
+        }
+        guard clientDataHash.count <= 1024 else {
+            throw AppAttestError(.malformed, "clientDataHash of \(clientDataHash.count) bytes")
+        }
+        let object = try AttestationObject(cborEncoded: Array(attestationObject))
+        let authData = object.authenticatorData
+        guard let credential = authData.attestedCredentialData else {
+            throw AppAttestError(.malformed, "authenticator data without credential data")
+        }
+
+        // Step 1: x5c holds the credCert and the intermediate, and chains to the root.
+        guard object.certificateChain.count == 2 else {
+            throw AppAttestError(.certificateChain, "x5c holds \(object.certificateChain.count) certificates, not 2")
+        }
+        let leaf: X509Certificate
+        do { leaf = try X509Certificate(derEncoded: object.certificateChain[0]) } catch {
+            throw AppAttestError(.malformed, "credCert: \(error)")
+        }
+        try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
+
+        // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (SPEC §2.2).
+        let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
+        guard case .value(let extensionValue) = leaf.extensionValue(oid: AppleExtensions.nonceOID) else {
+            throw AppAttestError(.nonceMismatch, "credCert has no single nonce extension \(AppleExtensions.nonceOID)")
+        }
+        guard let certifiedNonce = AppleExtensions.nonce(fromExtensionValue: extensionValue) else {
+            throw AppAttestError(.nonceMismatch, "the nonce extension is not SEQUENCE { [1] OCTET STRING (32) }")
+        }
+        guard constantTimeEquals(certifiedNonce, nonce) else {
+            throw AppAttestError(.nonceMismatch, "nonce extension ≠ SHA-256(authData ‖ clientDataHash)")
+        }
+
+        // Step 5: keyId = SHA-256 of the credCert public key (65-byte uncompressed point).
+        let keyInfo = leaf.publicKeyInfo
+        guard keyInfo.curve == "prime256v1", let point = keyInfo.point, point.count == 65, point.first == 0x04 else {
+            throw AppAttestError(.unsupportedKey, "credCert key is not an uncompressed P-256 point")
+        }
+        guard constantTimeEquals(SHA256.hash(point), keyID.rawValue) else {
+            throw AppAttestError(.keyIdMismatch, "SHA-256 of the credCert public key ≠ keyId")
+        }
+
+        // Step 6: rpIdHash = SHA-256(App ID).
+        guard let (appID, environments) = appsByRPIDHash[authData.rpIDHash] else {
+            throw AppAttestError(.appIdMismatch, "rpIdHash \(authData.rpIDHash.hexString) is not a configured App ID")
+        }
+
+        // Step 7: counter 0.
+        guard authData.counter == 0 else {
+            throw AppAttestError(.counterNotZero, "attestation counter is \(authData.counter)")
+        }
+
+        // Step 8: the AAGUID is an environment allowed for this App ID.
+        guard let environment = credential.environment else {
+            throw AppAttestError(.environmentMismatch, "AAGUID \(credential.aaguid.hexString) names no App Attest environment")
+        }
+        guard environments.contains(environment) else {
+            throw AppAttestError(.environmentMismatch, "a \(environment.rawValue) key, but \(appID) allows \(environments.map(\.rawValue).sorted())")
+        }
+
+        // Step 9: credentialId = keyId.
+        guard constantTimeEquals(credential.credentialID, keyID.rawValue) else {
+            throw AppAttestError(.credentialIdMismatch, "credentialId ≠ keyId")
+        }
+
+        // The COSE key in authData is the credCert key (SPEC §1.4).
+        guard let cosePoint = credential.credentialPublicKeyPoint else {
+            throw AppAttestError(.unsupportedKey, "the COSE key is not an EC2 P-256 ES256 key")
+        }
+        guard constantTimeEquals(cosePoint, point) else {
+            throw AppAttestError(.publicKeyMismatch, "COSE key in authData ≠ credCert public key")
+        }
+
+        let publicKey = try AttestedPublicKey(x963Representation: point)
+        var osVersion: String?
+        if case .value(let properties) = leaf.extensionValue(oid: AppleExtensions.devicePropertiesOID) {
+            osVersion = AppleExtensions.taggedText(AppleExtensions.osVersionTag, inExtensionValue: properties)
+        }
+        return VerifiedAttestation(
+            keyID: keyID, appID: appID, environment: environment, publicKey: publicKey, receipt: object.receipt,
+            authenticatorData: authData, clientDataHash: Array(clientDataHash), osVersion: osVersion,
+            certificateChain: object.certificateChain)
+    }
+
+    /// Chain verification at the configured time, then within the leeway on either side.
+    private func verifyChain(leaf: X509Certificate, intermediates: [[UInt8]]) throws(AppAttestError) {
+        let now = verificationTime.date.timeIntervalSince1970
+        guard now.isFinite, abs(now) < 1e11 else { throw AppAttestError(.invalidConfiguration, "verification time out of range") }
+        let leeway = configuration.clockSkewLeeway
+        var times = [Int64(now.rounded(.down))]
+        if leeway > 0 {
+            times += [Int64((now - leeway).rounded(.down)), Int64((now + leeway).rounded(.down))]
+        }
+        var firstValidityError: String?
+        for time in times {
+            do {
+                try chainVerifier.verify(leaf: leaf, intermediates: intermediates, at: time)
+                return
+            } catch {
+                switch error {
+                case .validity(let message): if firstValidityError == nil { firstValidityError = message }
+                case .chain(let message): throw AppAttestError(.certificateChain, message)
+                case .unparseable(let message): throw AppAttestError(.malformed, message)
+                case .internalError(let message): throw AppAttestError(.internalCryptoFailure, message)
+                }
+            }
+        }
+        throw AppAttestError(.certificateValidity, firstValidityError ?? "certificate not valid at the verification time")
+    }
+
+    // MARK: Assertion
+
+    /// Verifies an assertion made with a stored, attested key.
+    ///
+    /// The signature is ECDSA-SHA256 over nonce = SHA-256(authenticatorData ‖ SHA-256(clientData)), so the
+    /// digest signed is SHA-256(nonce) (SPEC §3.3). Checking the challenge inside `clientData` is the caller's
+    /// (SPEC §3.2 step 6): do it after this returns, then store the new counter with a compare-and-set.
+    /// - Parameters:
+    ///   - assertion: the CBOR bytes from `generateAssertion`.
+    ///   - clientData: the exact bytes the app hashed.
+    ///   - publicKey: the key stored at attestation; reuse the parsed value.
+    ///   - appID: the App ID the key was attested for.
+    ///   - previousCounter: the stored counter (0 right after attestation).
+    /// - Throws: ``AppAttestError`` with the first failed check's code.
+    public func verifyAssertion(
+        _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, publicKey: AttestedPublicKey,
+        appID: AppID, previousCounter: UInt32
+    ) throws(AppAttestError) -> VerifiedAssertion {
+        try verifyAssertion(assertion, clientDataHash: SHA256.hash(Array(clientData)), publicKey: publicKey,
+            appID: appID, previousCounter: previousCounter)
+    }
+
+    /// Verifies an assertion given SHA-256 of the client data rather than the data itself.
+    /// - Throws: ``AppAttestError`` with the first failed check's code.
+    public func verifyAssertion(
+        _ assertion: some Collection<UInt8>, clientDataHash: some Collection<UInt8>, publicKey: AttestedPublicKey,
+        appID: AppID, previousCounter: UInt32
+    ) throws(AppAttestError) -> VerifiedAssertion {
+        guard assertion.count <= AssertionObject.maximumSize else {
+            throw AppAttestError(.malformed, "assertion of \(assertion.count) bytes exceeds \(AssertionObject.maximumSize)")
+        }
+        guard clientDataHash.count == 32 else {
+            throw AppAttestError(.malformed, "clientDataHash of \(clientDataHash.count) bytes, not 32")
+        }
+        guard configuration.apps[appID] != nil else {
+            throw AppAttestError(.appIdMismatch, "\(appID) is not a configured App ID")
+        }
+        let object = try AssertionObject(cborEncoded: Array(assertion))
+        let authData = object.authenticatorData
+
+        // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, SPEC §3.3).
+        let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
+        guard publicKey.key.isValidSignature(derEncoded: object.signature, message: nonce) else {
+            throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
+        }
+        // Step 4: rpIdHash.
+        guard constantTimeEquals(authData.rpIDHash, appID.rpIDHash) else {
+            throw AppAttestError(.appIdMismatch, "rpIdHash is not SHA-256 of \(appID)")
+        }
+        // Step 5: strictly increasing counter (SPEC §3.5).
+        guard authData.counter > previousCounter else {
+            throw AppAttestError(.counterNotIncreasing, "counter \(authData.counter) is not greater than \(previousCounter)")
+        }
+        return VerifiedAssertion(publicKey: publicKey, appID: appID, counter: authData.counter, authenticatorData: authData)
+    }
+}
+
+/// An attestation that passed every check. Only ``AppAttestVerifier`` creates one.
+public struct VerifiedAttestation: Sendable, Hashable {
+    /// The key identifier (SHA-256 of the public key).
+    public let keyID: KeyID
+    /// The App ID whose rpIdHash the authenticator data carries.
+    public let appID: AppID
+    /// The environment named by the AAGUID.
+    public let environment: AppAttestEnvironment
+    /// The attested key: store ``AttestedPublicKey/x963Representation`` and verify assertions with it.
+    public let publicKey: AttestedPublicKey
+    /// The App Attest receipt as received (CMS, BER); validate and store it (SPEC §4).
+    public let receipt: [UInt8]
+    /// The authenticator data (counter 0).
+    public let authenticatorData: AuthenticatorData
+    /// The clientDataHash the nonce was checked against.
+    public let clientDataHash: [UInt8]
+    /// The OS version from the credCert (extension 1.2.840.113635.100.8.7, tag 1400), e.g. "17.4".
+    public let osVersion: String?
+    /// The DER certificates of `x5c`, leaf first.
+    public let certificateChain: [[UInt8]]
+
+    /// The iOS 27 extensions map of the authenticator data, if any.
+    public var extensions: AuthenticatorExtensions? { authenticatorData.extensions }
+    /// Always 0 for a verified attestation; the counter to store.
+    public var counter: UInt32 { authenticatorData.counter }
+}
+
+/// An assertion that passed every check. Only ``AppAttestVerifier`` creates one.
+public struct VerifiedAssertion: Sendable, Hashable {
+    /// The key that signed it.
+    public let publicKey: AttestedPublicKey
+    /// The App ID it was checked against.
+    public let appID: AppID
+    /// The new counter: store it atomically in place of the previous one.
+    public let counter: UInt32
+    /// The authenticator data.
+    public let authenticatorData: AuthenticatorData
+
+    /// The key identifier.
+    public var keyID: KeyID { publicKey.keyID }
+    /// The iOS 27 extensions map of the authenticator data, if any.
+    public var extensions: AuthenticatorExtensions? { authenticatorData.extensions }
+}

@@ -1,0 +1,144 @@
+internal import Foundation
+internal import AppAttestCrypto
+
+/// An App ID: `<TeamID>.<bundle identifier>`, whose SHA-256 is the rpIdHash in authenticator data (SPEC §0).
+///
+/// App Clips use the full app's App ID (SPEC §1.2).
+public struct AppID: Hashable, Sendable, CustomStringConvertible, Codable {
+    /// The whole App ID string.
+    public let rawValue: String
+    /// SHA-256 of the UTF-8 App ID, as it appears in authenticator data.
+    public let rpIDHash: [UInt8]
+
+    /// The 10-character Team ID (the App ID prefix).
+    public var teamID: Substring { rawValue.prefix { $0 != "." } }
+    /// The bundle identifier after the first dot.
+    public var bundleID: Substring { rawValue.drop { $0 != "." }.dropFirst() }
+
+    /// - Parameters:
+    ///   - teamID: the 10-character Team ID, letters and digits.
+    ///   - bundleID: the bundle identifier, e.g. `com.example.app`.
+    /// - Throws: ``AppAttestError/Code/invalidConfiguration`` when either part is not of that shape.
+    public init(teamID: String, bundleID: String) throws(AppAttestError) {
+        try self.init("\(teamID).\(bundleID)")
+    }
+
+    /// Parses `TEAMID.bundle.id`.
+    /// - Throws: ``AppAttestError/Code/invalidConfiguration`` when the Team ID is not 10 letters or digits or
+    ///   the bundle identifier is empty or not printable ASCII.
+    public init(_ string: String) throws(AppAttestError) {
+        let parts = string.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].utf8.count == 10,
+            parts[0].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+        else {
+            throw AppAttestError(.invalidConfiguration, "an App ID is a 10-character Team ID, a dot and a bundle ID")
+        }
+        guard !parts[1].isEmpty, parts[1].utf8.count <= 255, parts[1].utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw AppAttestError(.invalidConfiguration, "the bundle ID of an App ID must be 1–255 printable ASCII characters")
+        }
+        rawValue = string
+        rpIDHash = SHA256.hash(Array(string.utf8))
+    }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let string = try decoder.singleValueContainer().decode(String.self)
+        do { try self.init(string) } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.reason))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public static func == (lhs: AppID, rhs: AppID) -> Bool { lhs.rawValue == rhs.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+}
+
+/// The App Attest environment of a key, carried in the AAGUID (SPEC §0, §2.3).
+public enum AppAttestEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Keys from builds that use the sandbox: AAGUID `appattestdevelop`.
+    case development
+    /// Keys from TestFlight, App Store and Enterprise builds: AAGUID `appattest` followed by seven zero bytes.
+    case production
+
+    /// The 16-byte AAGUID that marks this environment.
+    public var aaguid: [UInt8] {
+        switch self {
+        case .development: return Array("appattestdevelop".utf8)
+        case .production: return Array("appattest".utf8) + [UInt8](repeating: 0, count: 7)
+        }
+    }
+
+    /// The environment an AAGUID names, or nil for any other value.
+    public init?(aaguid: some Collection<UInt8>) {
+        let bytes = Array(aaguid)
+        guard let match = Self.allCases.first(where: { $0.aaguid == bytes }) else { return nil }
+        self = match
+    }
+}
+
+/// The identifier of an App Attest key: SHA-256 of its 65-byte uncompressed public point (SPEC §2.5).
+///
+/// Apps receive it from `generateKey` as standard Base64 with padding (44 characters).
+public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
+    /// The 32 raw bytes.
+    public let rawValue: [UInt8]
+
+    /// - Throws: ``AppAttestError/Code/malformed`` unless there are exactly 32 bytes.
+    public init(rawValue: some Collection<UInt8>) throws(AppAttestError) {
+        guard rawValue.count == 32 else {
+            throw AppAttestError(.malformed, "a keyId has 32 bytes, not \(rawValue.count)")
+        }
+        self.rawValue = Array(rawValue)
+    }
+
+    /// Decodes the standard Base64 form the app sends (44 characters with padding). Base64URL is not accepted:
+    /// the transport encoding is decided once (SPEC §2.5, §7 pitfall 9).
+    /// - Throws: ``AppAttestError/Code/malformed`` when the text is not standard Base64 of 32 bytes.
+    public init(base64Encoded text: String) throws(AppAttestError) {
+        guard text.utf8.count == 44, let data = Data(base64Encoded: text) else {
+            throw AppAttestError(.malformed, "a keyId is 44 characters of standard Base64")
+        }
+        try self.init(rawValue: data)
+    }
+
+    init(unchecked bytes: [UInt8]) { rawValue = bytes }
+
+    /// Standard Base64 with padding, as Apple's `generateKey` returns it.
+    public var base64EncodedString: String { Data(rawValue).base64EncodedString() }
+
+    /// Lowercase hex, as in the credCert subject CN.
+    public var hexString: String { rawValue.hexString }
+
+    public var description: String { base64EncodedString }
+
+    public init(from decoder: any Decoder) throws {
+        let string = try decoder.singleValueContainer().decode(String.self)
+        do { try self.init(base64Encoded: string) } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.reason))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(base64EncodedString)
+    }
+}
+
+extension Sequence<UInt8> {
+    /// Lowercase hexadecimal.
+    public var hexString: String {
+        var text = ""
+        for byte in self {
+            text.append(Character(Unicode.Scalar(hexDigits[Int(byte >> 4)])))
+            text.append(Character(Unicode.Scalar(hexDigits[Int(byte & 0x0F)])))
+        }
+        return text
+    }
+}
+
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

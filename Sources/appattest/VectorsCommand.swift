@@ -1,0 +1,39 @@
+import AppAttestVectors
+import ArgumentParser
+import Foundation
+
+/// `appattest vectors FILE...`: runs vector files through the library.
+struct VectorsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vectors",
+        abstract: "Run test-vector files (TestVectors/README.md format) through the library.",
+        discussion: """
+            Prints one line per vector (id, expected, got), then `N passed, N failed`. Exits with status 1 when \
+            any vector's outcome or reason differs from its expectation, or a file cannot be read.
+            """
+    )
+
+    @Argument(help: "Vector files to run.")
+    var files: [String]
+
+    func run() throws {
+        var passed = 0
+        var failed = 0
+        for path in files {
+            let file: TestVectorFile
+            do {
+                file = try TestVectorFile(jsonData: try readInput(path, limit: TestVectorFile.maximumFileSize))
+            } catch {
+                print("FAIL \(path): \(error)")
+                failed += 1
+                continue
+            }
+            for outcome in TestVectorRunner(file: file).run() {
+                print(outcome)
+                if outcome.passed { passed += 1 } else { failed += 1 }
+            }
+        }
+        print("\(passed) passed, \(failed) failed")
+        if failed > 0 { throw ExitCode(1) }
+    }
+}
