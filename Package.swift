@@ -70,6 +70,7 @@ let package = Package(
                 "AppAttest",
                 "AppAttestVectors",
                 "AppAttestCrypto",
+                "AppAttestCBOR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
