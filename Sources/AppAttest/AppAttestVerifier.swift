@@ -1,5 +1,5 @@
-public import Foundation
 internal import AppAttestCrypto
+public import Foundation
 
 /// Verifies App Attest attestation objects and assertions, following Apple's steps (SPEC §2.1, §3.2).
 ///
@@ -34,7 +34,8 @@ public struct AppAttestVerifier: Sendable {
             appID: AppID, environment: AppAttestEnvironment, trustAnchor: TrustAnchor = .appleAppAttestationRoot,
             verificationTime: VerificationTime = .now, clockSkewLeeway: TimeInterval = 0
         ) {
-            self.init(apps: [appID: [environment]], trustAnchor: trustAnchor, verificationTime: verificationTime,
+            self.init(
+                apps: [appID: [environment]], trustAnchor: trustAnchor, verificationTime: verificationTime,
                 clockSkewLeeway: clockSkewLeeway)
         }
 
@@ -93,7 +94,8 @@ public struct AppAttestVerifier: Sendable {
         }
         self.configuration = configuration
         self.verificationTime = configuration.verificationTime
-        self.appsByRPIDHash = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.key.rpIDHash, ($0.key, $0.value)) })
+        self.appsByRPIDHash = Dictionary(
+            uniqueKeysWithValues: configuration.apps.map { ($0.key.rpIDHash, ($0.key, $0.value)) })
     }
 
     // MARK: Attestation
@@ -125,7 +127,9 @@ public struct AppAttestVerifier: Sendable {
         _ attestationObject: some Collection<UInt8>, keyID: KeyID, clientDataHash: some Collection<UInt8>
     ) throws(AppAttestError) -> VerifiedAttestation {
         guard attestationObject.count <= AttestationObject.maximumSize else {
-            throw AppAttestError(.malformed, "attestation object of \(attestationObject.count) bytes exceeds \(AttestationObject.maximumSize)")
+            throw AppAttestError(
+                .malformed,
+                "attestation object of \(attestationObject.count) bytes exceeds \(AttestationObject.maximumSize)")
         }
         guard clientDataHash.count <= 1024 else {
             throw AppAttestError(.malformed, "clientDataHash of \(clientDataHash.count) bytes")
@@ -179,10 +183,13 @@ public struct AppAttestVerifier: Sendable {
 
         // Step 8: the AAGUID is an environment allowed for this App ID.
         guard let environment = credential.environment else {
-            throw AppAttestError(.environmentMismatch, "AAGUID \(credential.aaguid.hexString) names no App Attest environment")
+            throw AppAttestError(
+                .environmentMismatch, "AAGUID \(credential.aaguid.hexString) names no App Attest environment")
         }
         guard environments.contains(environment) else {
-            throw AppAttestError(.environmentMismatch, "a \(environment.rawValue) key, but \(appID) allows \(environments.map(\.rawValue).sorted())")
+            throw AppAttestError(
+                .environmentMismatch,
+                "a \(environment.rawValue) key, but \(appID) allows \(environments.map(\.rawValue).sorted())")
         }
 
         // Step 9: credentialId = keyId.
@@ -212,7 +219,9 @@ public struct AppAttestVerifier: Sendable {
     /// Chain verification at the configured time, then within the leeway on either side.
     private func verifyChain(leaf: X509Certificate, intermediates: [[UInt8]]) throws(AppAttestError) {
         let now = verificationTime.date.timeIntervalSince1970
-        guard now.isFinite, abs(now) < 1e11 else { throw AppAttestError(.invalidConfiguration, "verification time out of range") }
+        guard now.isFinite, abs(now) < 1e11 else {
+            throw AppAttestError(.invalidConfiguration, "verification time out of range")
+        }
         let leeway = configuration.clockSkewLeeway
         var times = [Int64(now.rounded(.down))]
         if leeway > 0 {
@@ -224,15 +233,15 @@ public struct AppAttestVerifier: Sendable {
                 try chainVerifier.verify(leaf: leaf, intermediates: intermediates, at: time)
                 return
             } catch {
-                switch error {
-                case .validity(let message): if firstValidityError == nil { firstValidityError = message }
-                case .chain(let message): throw AppAttestError(.certificateChain, message)
-                case .unparseable(let message): throw AppAttestError(.malformed, message)
-                case .internalError(let message): throw AppAttestError(.internalCryptoFailure, message)
+                if case .validity(let message) = error {
+                    if firstValidityError == nil { firstValidityError = message }
+                } else {
+                    throw AppAttestError(chainFailure: error)
                 }
             }
         }
-        throw AppAttestError(.certificateValidity, firstValidityError ?? "certificate not valid at the verification time")
+        throw AppAttestError(
+            .certificateValidity, firstValidityError ?? "certificate not valid at the verification time")
     }
 
     // MARK: Assertion
@@ -253,7 +262,8 @@ public struct AppAttestVerifier: Sendable {
         _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, publicKey: AttestedPublicKey,
         appID: AppID, previousCounter: UInt32
     ) throws(AppAttestError) -> VerifiedAssertion {
-        try verifyAssertion(assertion, clientDataHash: SHA256.hash(Array(clientData)), publicKey: publicKey,
+        try verifyAssertion(
+            assertion, clientDataHash: SHA256.hash(Array(clientData)), publicKey: publicKey,
             appID: appID, previousCounter: previousCounter)
     }
 
@@ -264,7 +274,8 @@ public struct AppAttestVerifier: Sendable {
         appID: AppID, previousCounter: UInt32
     ) throws(AppAttestError) -> VerifiedAssertion {
         guard assertion.count <= AssertionObject.maximumSize else {
-            throw AppAttestError(.malformed, "assertion of \(assertion.count) bytes exceeds \(AssertionObject.maximumSize)")
+            throw AppAttestError(
+                .malformed, "assertion of \(assertion.count) bytes exceeds \(AssertionObject.maximumSize)")
         }
         guard clientDataHash.count == 32 else {
             throw AppAttestError(.malformed, "clientDataHash of \(clientDataHash.count) bytes, not 32")
@@ -286,9 +297,23 @@ public struct AppAttestVerifier: Sendable {
         }
         // Step 5: strictly increasing counter (SPEC §3.5).
         guard authData.counter > previousCounter else {
-            throw AppAttestError(.counterNotIncreasing, "counter \(authData.counter) is not greater than \(previousCounter)")
+            throw AppAttestError(
+                .counterNotIncreasing, "counter \(authData.counter) is not greater than \(previousCounter)")
         }
-        return VerifiedAssertion(publicKey: publicKey, appID: appID, counter: authData.counter, authenticatorData: authData)
+        return VerifiedAssertion(
+            publicKey: publicKey, appID: appID, counter: authData.counter, authenticatorData: authData)
+    }
+}
+
+extension AppAttestError {
+    /// The error for a chain the verifier refused.
+    init(chainFailure: ChainVerifier.Failure) {
+        switch chainFailure {
+        case .validity(let message): self.init(.certificateValidity, message)
+        case .chain(let message): self.init(.certificateChain, message)
+        case .unparseable(let message): self.init(.malformed, message)
+        case .internalError(let message): self.init(.internalCryptoFailure, message)
+        }
     }
 }
 

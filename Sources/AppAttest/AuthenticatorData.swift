@@ -79,7 +79,8 @@ public struct AuthenticatorData: Sendable, Hashable {
         if attestation {
             let length = Int(bytes[53]) << 8 | Int(bytes[54])
             guard bytes.count - 55 > length else {
-                throw AppAttestError(.malformed, "credentialIdLength \(length) leaves no room for the credential public key")
+                throw AppAttestError(
+                    .malformed, "credentialIdLength \(length) leaves no room for the credential public key")
             }
             let credentialID = Array(bytes[55..<(55 + length)])
             offset = 55 + length

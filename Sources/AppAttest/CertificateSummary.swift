@@ -52,7 +52,9 @@ public struct CertificateSummary: Sendable, Hashable, Codable {
         publicKey = key.point?.hexString
         sha256Fingerprint = SHA256.hash(certificate.derBytes).hexString
         let all = certificate.extensions
-        extensions = all.map { Extension(oid: $0.oid, name: $0.name, critical: $0.isCritical, value: $0.value.hexString) }
+        extensions = all.map {
+            Extension(oid: $0.oid, name: $0.name, critical: $0.isCritical, value: $0.value.hexString)
+        }
         let value = { (oid: String) in all.first { $0.oid == oid }?.value }
         appAttestNonce = value(AppleExtensions.nonceOID).flatMap(AppleExtensions.nonce(fromExtensionValue:))?.hexString
         appID = value(AppleExtensions.attestationPropertiesOID).flatMap {

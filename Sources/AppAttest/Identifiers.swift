@@ -1,5 +1,5 @@
-internal import Foundation
 internal import AppAttestCrypto
+internal import Foundation
 
 /// An App ID: `<TeamID>.<bundle identifier>`, whose SHA-256 is the rpIdHash in authenticator data (SPEC §0).
 ///
@@ -29,12 +29,16 @@ public struct AppID: Hashable, Sendable, CustomStringConvertible, Codable {
     public init(_ string: String) throws(AppAttestError) {
         let parts = string.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, parts[0].utf8.count == 10,
-            parts[0].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+            parts[0].utf8.allSatisfy({
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            })
         else {
             throw AppAttestError(.invalidConfiguration, "an App ID is a 10-character Team ID, a dot and a bundle ID")
         }
-        guard !parts[1].isEmpty, parts[1].utf8.count <= 255, parts[1].utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw AppAttestError(.invalidConfiguration, "the bundle ID of an App ID must be 1–255 printable ASCII characters")
+        guard !parts[1].isEmpty, parts[1].utf8.count <= 255, parts[1].utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+        else {
+            throw AppAttestError(
+                .invalidConfiguration, "the bundle ID of an App ID must be 1–255 printable ASCII characters")
         }
         rawValue = string
         rpIDHash = SHA256.hash(Array(string.utf8))

@@ -66,15 +66,25 @@ public struct CBORDecoder: Sendable {
 }
 
 /// Collects streaming events into values. Lives for one decode call on one thread.
+///
+/// Containers are appended to in place (`stack[top].items.append`), so building an item of n elements costs
+/// O(n), never a copy of the partial array per element.
 private final class Builder {
-    enum Container {
-        case array(expected: Int, items: [CBORValue])
-        case map(expected: Int, items: [CBORValue])
+    enum Kind {
+        case array
+        case map
         case tag(UInt64)
     }
 
+    struct Frame {
+        var kind: Kind
+        /// Items still to come before the container is complete.
+        var expected: Int
+        var items: [CBORValue]
+    }
+
     let maximumDepth: Int
-    var stack: [Container] = []
+    var stack: [Frame] = []
     var result: CBORValue?
     var error: CBORError?
     /// Bytes from the current event's head to the end of the input.
@@ -92,60 +102,52 @@ private final class Builder {
     func emit(_ value: CBORValue) {
         guard error == nil else { return }
         var value = value
-        while true {
-            guard let top = stack.popLast() else {
-                result = value
-                return
-            }
-            switch top {
+        while !stack.isEmpty {
+            let top = stack.count - 1
+            stack[top].items.append(value)
+            guard stack[top].items.count == stack[top].expected else { return }
+            let frame = stack.removeLast()
+            switch frame.kind {
             case .tag(let tag):
-                value = .tagged(tag, value)
-                continue
-            case .array(let expected, var items):
-                items.append(value)
-                if items.count < expected {
-                    stack.append(.array(expected: expected, items: items))
-                    return
-                }
-                value = .array(items)
-            case .map(let expected, var items):
-                items.append(value)
-                if items.count < expected * 2 {
-                    stack.append(.map(expected: expected, items: items))
-                    return
-                }
+                value = .tagged(tag, frame.items[0])
+            case .array:
+                value = .array(frame.items)
+            case .map:
                 var entries: [CBORMapEntry] = []
-                entries.reserveCapacity(expected)
+                entries.reserveCapacity(frame.items.count / 2)
                 var seen = Set<CBORValue>()
-                for index in stride(from: 0, to: items.count, by: 2) {
-                    guard seen.insert(items[index]).inserted else { return fail(.duplicateMapKey) }
-                    entries.append(CBORMapEntry(key: items[index], value: items[index + 1]))
+                for index in stride(from: 0, to: frame.items.count, by: 2) {
+                    guard seen.insert(frame.items[index]).inserted else { return fail(.duplicateMapKey) }
+                    entries.append(CBORMapEntry(key: frame.items[index], value: frame.items[index + 1]))
                 }
                 value = .map(entries)
             }
         }
+        result = value
     }
 
-    func open(_ container: Container, elements: Int) {
+    /// Opens a container of `elements` items (pairs, for a map).
+    func open(_ kind: Kind, elements: Int) {
         guard error == nil else { return }
-        // Each element takes at least one byte after the head: a larger count is a lie about the input.
-        guard elements < remaining else { return fail(.declaredLengthExceedsInput) }
+        // libcbor reports counts as size_t, which Swift sees as Int: a count of 2^63 or more arrives negative.
+        // Each item takes at least one byte after the head: a larger count is a lie about the input, refused
+        // before anything is reserved for it.
+        guard elements >= 0, elements < remaining else { return fail(.declaredLengthExceedsInput) }
         guard stack.count < maximumDepth else { return fail(.nestingTooDeep(limit: maximumDepth)) }
-        switch container {
+        var items = elements
+        switch kind {
         case .array:
             if elements == 0 { return emit(.array([])) }
-            var items: [CBORValue] = []
-            items.reserveCapacity(elements)
-            stack.append(.array(expected: elements, items: items))
         case .map:
             if elements == 0 { return emit(.map([])) }
-            guard elements <= remaining / 2 else { return fail(.declaredLengthExceedsInput) }
-            var items: [CBORValue] = []
-            items.reserveCapacity(elements * 2)
-            stack.append(.map(expected: elements, items: items))
+            guard elements <= (remaining - 1) / 2 else { return fail(.declaredLengthExceedsInput) }
+            items = elements * 2
         case .tag:
-            stack.append(container)
+            items = 1
         }
+        var storage: [CBORValue] = []
+        storage.reserveCapacity(items)
+        stack.append(Frame(kind: kind, expected: items, items: storage))
     }
 
     static func from(_ context: UnsafeMutableRawPointer?) -> Builder {
@@ -179,8 +181,8 @@ private enum Callbacks {
             }
             builder.emit(.textString(text))
         }
-        table.array_start = { ctx, count in Builder.from(ctx).open(.array(expected: 0, items: []), elements: count) }
-        table.map_start = { ctx, count in Builder.from(ctx).open(.map(expected: 0, items: []), elements: count) }
+        table.array_start = { ctx, count in Builder.from(ctx).open(.array, elements: count) }
+        table.map_start = { ctx, count in Builder.from(ctx).open(.map, elements: count) }
         table.tag = { ctx, tag in Builder.from(ctx).open(.tag(tag), elements: 1) }
         table.byte_string_start = { ctx in Builder.from(ctx).fail(.indefiniteLength) }
         table.string_start = { ctx in Builder.from(ctx).fail(.indefiniteLength) }

@@ -52,7 +52,8 @@ package final class ChainVerifier: Sendable {
         if intermediates.count == 1, rootValidity.contains(time),
             let cached = cache.withLock({ $0[intermediates[0]] })
         {
-            try cached.store.verify(leaf: leaf, untrusted: [], at: time)
+            let chain = try cached.store.verify(leaf: leaf, untrusted: [], at: time)
+            try Self.requireShape(chain, [leaf.derBytes, intermediates[0]])
             return
         }
         var parsed: [X509Certificate] = []
@@ -62,7 +63,19 @@ package final class ChainVerifier: Sendable {
             }
         }
         let chain = try rootStore.verify(leaf: leaf, untrusted: parsed, at: time)
+        try Self.requireShape(chain, [leaf.derBytes] + intermediates + [root.derBytes])
         remember(chain: chain, given: parsed)
+    }
+
+    /// OpenSSL builds the shortest path it can find, which need not use every certificate given, nor in the
+    /// given order (an intermediate passed as the leaf verifies on its own). The chain must be exactly
+    /// leaf → each given intermediate → root.
+    private static func requireShape(_ chain: [X509Certificate], _ expected: [[UInt8]]) throws(Failure) {
+        guard chain.count == expected.count, zip(chain, expected).allSatisfy({ $0.derBytes == $1 }) else {
+            throw .chain(
+                "the certificates do not form the chain leaf → intermediate → root (OpenSSL built \(chain.count) links)"
+            )
+        }
     }
 
     /// Caches an intermediate that OpenSSL placed between the leaf and the pinned root.
@@ -111,9 +124,13 @@ package final class ChainVerifier: Sendable {
 
         /// Runs X509_verify_cert; returns the verified chain, leaf first.
         @discardableResult
-        func verify(leaf: X509Certificate, untrusted: [X509Certificate], at time: Int64) throws(Failure) -> [X509Certificate] {
+        func verify(leaf: X509Certificate, untrusted: [X509Certificate], at time: Int64) throws(Failure)
+            -> [X509Certificate]
+        {
             clearOpenSSLErrors()
-            guard let stack = aa_sk_x509_new() else { throw .internalError(OpenSSLError.drain("sk_X509_new").description) }
+            guard let stack = aa_sk_x509_new() else {
+                throw .internalError(OpenSSLError.drain("sk_X509_new").description)
+            }
             defer { aa_sk_x509_free_all(stack) }
             for certificate in untrusted where aa_sk_x509_push_ref(stack, certificate.pointer) != 1 {
                 throw .internalError(OpenSSLError.drain("sk_X509_push").description)

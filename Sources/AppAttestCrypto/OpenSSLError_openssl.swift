@@ -19,7 +19,9 @@ package struct OpenSSLError: Error, Sendable, CustomStringConvertible {
             var buffer = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buffer, buffer.count)
             // Keep a bounded amount of text: a hostile input must not produce an unbounded message.
-            if entries.count < 8 { entries.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
+            if entries.count < 8 {
+                entries.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
         }
         return OpenSSLError(operation: operation, queue: entries)
     }

@@ -110,7 +110,8 @@ package enum RawOpenSSLBenchmark {
         var valid = 0
         signature.withUnsafeBufferPointer { sig in
             digest.withUnsafeBufferPointer { dgst in
-                for _ in 0..<iterations where EVP_PKEY_verify(context, sig.baseAddress, sig.count, dgst.baseAddress, 32) == 1 {
+                for _ in 0..<iterations
+                where EVP_PKEY_verify(context, sig.baseAddress, sig.count, dgst.baseAddress, 32) == 1 {
                     valid += 1
                 }
             }

@@ -107,7 +107,9 @@ package final class X509Certificate: @unchecked Sendable {
     }
 
     package var publicKeyInfo: PublicKeyInfo {
-        guard let key = X509_get0_pubkey(pointer) else { return PublicKeyInfo(curve: nil, point: nil, algorithm: "unknown") }
+        guard let key = X509_get0_pubkey(pointer) else {
+            return PublicKeyInfo(curve: nil, point: nil, algorithm: "unknown")
+        }
         guard aa_pkey_is_ec(key) == 1 else {
             let name = EVP_PKEY_get0_type_name(key).map { String(cString: $0) } ?? "unknown"
             return PublicKeyInfo(curve: nil, point: nil, algorithm: name)
@@ -151,7 +153,8 @@ package final class X509Certificate: @unchecked Sendable {
             if let data = X509_EXTENSION_get_data(ext), let bytes = ASN1_STRING_get0_data(data) {
                 value = Array(UnsafeBufferPointer(start: bytes, count: Int(ASN1_STRING_length(data))))
             }
-            result.append(Extension(oid: oid, name: name, isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
+            result.append(
+                Extension(oid: oid, name: name, isCritical: X509_EXTENSION_get_critical(ext) == 1, value: value))
         }
         return result
     }
@@ -182,7 +185,8 @@ package final class X509Certificate: @unchecked Sendable {
         var data: UnsafeMutablePointer<CChar>? = nil
         let length = aa_bio_mem_contents(bio, &data)
         guard length > 0, let data else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(start: data, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+        return String(
+            decoding: UnsafeRawBufferPointer(start: data, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
     }
 
     private static func unixTime(_ time: UnsafePointer<ASN1_TIME>?) -> Int64? {

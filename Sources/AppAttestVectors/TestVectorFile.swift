@@ -127,11 +127,13 @@ public struct TestVector: Sendable, Decodable {
             case "invalid":
                 let reasons = try container.decode([String].self, forKey: .reasons)
                 guard !reasons.isEmpty else {
-                    throw DecodingError.dataCorruptedError(forKey: .reasons, in: container, debugDescription: "no reason listed")
+                    throw DecodingError.dataCorruptedError(
+                        forKey: .reasons, in: container, debugDescription: "no reason listed")
                 }
                 self = .invalid(reasons: reasons)
             case let other:
-                throw DecodingError.dataCorruptedError(forKey: .result, in: container, debugDescription: "unknown result \(other)")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .result, in: container, debugDescription: "unknown result \(other)")
             }
         }
 
@@ -182,7 +184,8 @@ public struct TestVector: Sendable, Decodable {
         }
         func required(_ key: CodingKeys) throws -> [UInt8] {
             guard let value = try bytes(key) else {
-                throw DecodingError.keyNotFound(key, .init(codingPath: c.codingPath, debugDescription: "required for \(kind)"))
+                throw DecodingError.keyNotFound(
+                    key, .init(codingPath: c.codingPath, debugDescription: "required for \(kind)"))
             }
             return value
         }
@@ -199,7 +202,8 @@ public struct TestVector: Sendable, Decodable {
             environment = try c.decode(AppAttestEnvironment.self, forKey: .environment)
             let instant = try c.decode(String.self, forKey: .verifyAt)
             guard let date = Self.parseInstant(instant) else {
-                throw DecodingError.dataCorruptedError(forKey: .verifyAt, in: c, debugDescription: "not an ISO 8601 instant")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .verifyAt, in: c, debugDescription: "not an ISO 8601 instant")
             }
             verifyAt = date
         case .assertion:

@@ -59,9 +59,10 @@ public struct TestVectorRunner: Sendable {
             guard let object = vector.attestation, let keyID = vector.keyID, let hash = vector.clientDataHash,
                 let environment = vector.environment, let date = vector.verifyAt
             else { throw AppAttestError(.malformed, "incomplete attestation vector") }
-            let verifier = try AppAttestVerifier(configuration: .init(
-                appID: vector.appID, environment: environment, trustAnchor: file.trustAnchor,
-                verificationTime: .fixed(date)))
+            let verifier = try AppAttestVerifier(
+                configuration: .init(
+                    appID: vector.appID, environment: environment, trustAnchor: file.trustAnchor,
+                    verificationTime: .fixed(date)))
             // With a challenge, the library hashes it (the production entry point); without one, the vector's
             // clientDataHash is what the device was given (Apple's documentation samples passed the raw
             // challenge, TestVectors/README.md). The reader checked that the two agree when both are present.
@@ -75,8 +76,9 @@ public struct TestVectorRunner: Sendable {
             guard let object = vector.assertion, let clientData = vector.clientData, let point = vector.publicKey,
                 let previous = vector.previousCounter
             else { throw AppAttestError(.malformed, "incomplete assertion vector") }
-            let verifier = try AppAttestVerifier(configuration: .init(
-                apps: [vector.appID: Set(AppAttestEnvironment.allCases)], trustAnchor: file.trustAnchor))
+            let verifier = try AppAttestVerifier(
+                configuration: .init(
+                    apps: [vector.appID: Set(AppAttestEnvironment.allCases)], trustAnchor: file.trustAnchor))
             let key = try AttestedPublicKey(x963Representation: point)
             let verified = try verifier.verifyAssertion(
                 object, clientData: clientData, publicKey: key, appID: vector.appID, previousCounter: previous)

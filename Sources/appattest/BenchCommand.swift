@@ -33,22 +33,28 @@ struct BenchCommand: ParsableCommand {
             return nil
         }
         guard
-            let attestation = all.first(where: { $0.kind == .attestation && $0.expect == .valid(counter: nil) && $0.challenge != nil }),
-            let assertion = all.first(where: { $0.kind == .assertion && { if case .valid = $0.expect { true } else { false } }($0) })
+            let attestation = all.first(where: {
+                $0.kind == .attestation && $0.expect == .valid(counter: nil) && $0.challenge != nil
+            }),
+            let assertion = all.first(where: {
+                $0.kind == .assertion && { if case .valid = $0.expect { true } else { false } }($0)
+            })
         else { throw ValidationError("\(vectors) has no valid attestation with a challenge and no valid assertion") }
 
         // Attestation: one shared verifier, as a server would hold it.
-        let attestationVerifier = try AppAttestVerifier(configuration: .init(
-            appID: attestation.appID, environment: attestation.environment!, trustAnchor: file.trustAnchor,
-            verificationTime: .fixed(attestation.verifyAt!)))
+        let attestationVerifier = try AppAttestVerifier(
+            configuration: .init(
+                appID: attestation.appID, environment: attestation.environment!, trustAnchor: file.trustAnchor,
+                verificationTime: .fixed(attestation.verifyAt!)))
         let object = attestation.attestation!, keyID = attestation.keyID!, challenge = attestation.challenge!
         let attestationsPerSecond = try measure(seconds) {
             _ = try attestationVerifier.verifyAttestation(object, keyID: keyID, challenge: challenge)
         }
 
         // Assertion: the parsed key reused.
-        let assertionVerifier = try AppAttestVerifier(configuration: .init(
-            apps: [assertion.appID: Set(AppAttestEnvironment.allCases)], trustAnchor: file.trustAnchor))
+        let assertionVerifier = try AppAttestVerifier(
+            configuration: .init(
+                apps: [assertion.appID: Set(AppAttestEnvironment.allCases)], trustAnchor: file.trustAnchor))
         let key = try AttestedPublicKey(x963Representation: assertion.publicKey!)
         let assertionBytes = assertion.assertion!, clientData = assertion.clientData!
         let previous = assertion.previousCounter!
@@ -63,11 +69,15 @@ struct BenchCommand: ParsableCommand {
         let nonce = AppAttestSHA256.hash(decoded.authenticatorData.rawRepresentation + AppAttestSHA256.hash(clientData))
         let digest = AppAttestSHA256.hash(nonce)
         let rawKey = try P256PublicKey(x963Representation: assertion.publicKey!)
-        guard RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: decoded.signature, digest: digest, iterations: 1) == 1 else {
+        guard
+            RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: decoded.signature, digest: digest, iterations: 1)
+                == 1
+        else {
             throw ValidationError("the raw OpenSSL baseline does not verify the vector's signature")
         }
         let opensslPerSecond = try measure(seconds, batch: 64) {
-            _ = RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: decoded.signature, digest: digest, iterations: 64)
+            _ = RawOpenSSLBenchmark.verifyLoop(
+                key: rawKey, signature: decoded.signature, digest: digest, iterations: 64)
         }
         let ratio = assertionsPerSecond / opensslPerSecond
 

@@ -10,7 +10,9 @@ func readInput(_ path: String, limit: Int) throws -> Data {
     if path == "-" {
         handle = FileHandle.standardInput
     } else {
-        guard let opened = FileHandle(forReadingAtPath: path) else { throw InputError(description: "cannot open \(path)") }
+        guard let opened = FileHandle(forReadingAtPath: path) else {
+            throw InputError(description: "cannot open \(path)")
+        }
         handle = opened
     }
     defer { if path != "-" { try? handle.close() } }
@@ -28,7 +30,9 @@ func readObject(_ path: String, limit: Int = 256 * 1024) throws -> [UInt8] {
     let data = try readInput(path, limit: limit)
     // CBOR objects of App Attest start with a map head (0xA0–0xBF); Base64 text never does.
     if let first = data.first, (0xA0...0xBF).contains(first) { return Array(data) }
-    guard let text = String(data: data, encoding: .utf8) else { throw InputError(description: "\(path): neither CBOR nor Base64 text") }
+    guard let text = String(data: data, encoding: .utf8) else {
+        throw InputError(description: "\(path): neither CBOR nor Base64 text")
+    }
     guard let bytes = decodeBase64(text) else { throw InputError(description: "\(path): neither CBOR nor Base64 text") }
     return bytes
 }

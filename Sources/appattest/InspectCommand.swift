@@ -71,11 +71,14 @@ struct InspectCommand: ParsableCommand {
             ("notBefore", .date(summary.notBefore)),
             ("notAfter", .date(summary.notAfter)),
             ("signatureAlgorithm", .text(summary.signatureAlgorithm)),
-            ("publicKey", .object([
-                ("algorithm", .text(summary.publicKeyAlgorithm)),
-                ("curve", .optional(summary.publicKeyCurve)),
-                ("point", .optional(summary.publicKey)),
-            ])),
+            (
+                "publicKey",
+                .object([
+                    ("algorithm", .text(summary.publicKeyAlgorithm)),
+                    ("curve", .optional(summary.publicKeyCurve)),
+                    ("point", .optional(summary.publicKey)),
+                ])
+            ),
             ("sha256Fingerprint", .text(summary.sha256Fingerprint)),
         ]
         var apple: [(String, Report)] = []
@@ -83,12 +86,17 @@ struct InspectCommand: ParsableCommand {
         if let appID = summary.appID { apple.append(("appID", .text(appID))) }
         if let osVersion = summary.osVersion { apple.append(("osVersion", .text(osVersion))) }
         if !apple.isEmpty { fields.append(("appleExtensions", .object(apple))) }
-        fields.append(("extensions", .list(summary.extensions.map {
-            .object([
-                ("oid", .text($0.oid)), ("name", .optional($0.name)), ("critical", .bool($0.critical)),
-                ("value", .text($0.value)),
-            ])
-        })))
+        fields.append(
+            (
+                "extensions",
+                .list(
+                    summary.extensions.map {
+                        .object([
+                            ("oid", .text($0.oid)), ("name", .optional($0.name)), ("critical", .bool($0.critical)),
+                            ("value", .text($0.value)),
+                        ])
+                    })
+            ))
         return .object(fields)
     }
 
@@ -102,7 +110,10 @@ struct InspectCommand: ParsableCommand {
         var fields: [(String, Report)] = [
             ("size", .number(Int64(data.rawRepresentation.count))),
             ("rpIdHash", .text(data.rpIDHash.hexString)),
-            ("flags", .object([("value", .text(String(format: "0x%02x", data.flags.rawValue))), ("set", .list(flagNames))])),
+            (
+                "flags",
+                .object([("value", .text(String(format: "0x%02x", data.flags.rawValue))), ("set", .list(flagNames))])
+            ),
             ("counter", .number(Int64(data.counter))),
         ]
         if let credential = data.attestedCredentialData {

@@ -67,7 +67,8 @@ indirect enum Report {
         case .number(let number): return String(number)
         case .bool(let value): return String(value)
         case .null: return "null"
-        case .object(let fields): return "{" + fields.map { "\(Self.quote($0.0)):\($0.1.json())" }.joined(separator: ",") + "}"
+        case .object(let fields):
+            return "{" + fields.map { "\(Self.quote($0.0)):\($0.1.json())" }.joined(separator: ",") + "}"
         case .list(let items): return "[" + items.map { $0.json() }.joined(separator: ",") + "]"
         }
     }
@@ -82,7 +83,11 @@ indirect enum Report {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 { out += String(format: "\\u%04x", scalar.value) } else { out.unicodeScalars.append(scalar) }
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
             }
         }
         return out + "\""

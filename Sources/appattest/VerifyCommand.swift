@@ -39,7 +39,9 @@ struct VerifyCommand: ParsableCommand {
         @Option(help: "The challenge the server issued; the library hashes it.")
         var challenge: String?
 
-        @Option(name: .customLong("client-data-hash"), help: "The exact clientDataHash given to attestKey, instead of --challenge.")
+        @Option(
+            name: .customLong("client-data-hash"),
+            help: "The exact clientDataHash given to attestKey, instead of --challenge.")
         var clientDataHash: String?
 
         @Option(help: "Verification time, ISO 8601 (default: now).")
@@ -62,13 +64,15 @@ struct VerifyCommand: ParsableCommand {
             let outcome: Report
             var valid = false
             do {
-                let verifier = try AppAttestVerifier(configuration: .init(
-                    appID: try AppID(common.appID), environment: AppAttestEnvironment(rawValue: environment)!,
-                    verificationTime: try verificationTime(at), clockSkewLeeway: leeway))
+                let verifier = try AppAttestVerifier(
+                    configuration: .init(
+                        appID: try AppID(common.appID), environment: AppAttestEnvironment(rawValue: environment)!,
+                        verificationTime: try verificationTime(at), clockSkewLeeway: leeway))
                 let keyID = try KeyID(base64Encoded: keyID)
                 let result: VerifiedAttestation
                 if let challenge {
-                    result = try verifier.verifyAttestation(object, keyID: keyID, challenge: try byteOption(challenge, "--challenge"))
+                    result = try verifier.verifyAttestation(
+                        object, keyID: keyID, challenge: try byteOption(challenge, "--challenge"))
                 } else {
                     result = try verifier.verifyAttestation(
                         object, keyID: keyID, clientDataHash: try byteOption(clientDataHash!, "--client-data-hash"))
@@ -125,7 +129,8 @@ struct VerifyCommand: ParsableCommand {
             var valid = false
             do {
                 let appID = try AppID(common.appID)
-                let verifier = try AppAttestVerifier(configuration: .init(apps: [appID: Set(AppAttestEnvironment.allCases)]))
+                let verifier = try AppAttestVerifier(
+                    configuration: .init(apps: [appID: Set(AppAttestEnvironment.allCases)]))
                 let key = try AttestedPublicKey(x963Representation: try byteOption(publicKey, "--public-key"))
                 if let keyID, try KeyID(base64Encoded: keyID) != key.keyID {
                     throw AppAttestError(.keyIdMismatch, "--key-id is not SHA-256 of --public-key")
