@@ -14,11 +14,14 @@ let package = Package(
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
+        .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         // MARK: C system libraries (SPEC §9)
@@ -63,12 +66,26 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: A simulated App Attest device and certificate authority, for tests (ours and our users')
+        .target(
+            name: "AppAttestTesting",
+            dependencies: [
+                "AppAttest",
+                "AppAttestVectors",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: The command
         .executableTarget(
             name: "appattest",
             dependencies: [
                 "AppAttest",
                 "AppAttestVectors",
+                "AppAttestTesting",
                 "AppAttestCrypto",
                 "AppAttestCBOR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -85,7 +102,11 @@ let package = Package(
         .testTarget(
             name: "AppAttestTests",
             dependencies: ["AppAttest", "AppAttestVectors", "AppAttestCBOR"],
-            resources: [],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestTestingTests",
+            dependencies: ["AppAttestTesting", "AppAttest", "AppAttestVectors"],
             swiftSettings: strict
         ),
     ]
