@@ -37,7 +37,9 @@ public enum CBOREncoder {
         case .float(let number):
             out.append(0xFB)
             let bits = number.bitPattern
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+            }
         }
     }
 
@@ -49,10 +51,14 @@ public enum CBOREncoder {
         case 0x100..<0x1_0000: out += [type | 25, UInt8(value >> 8), UInt8(truncatingIfNeeded: value)]
         case 0x1_0000..<0x1_0000_0000:
             out.append(type | 26)
-            for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            for shift in stride(from: 24, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
         default:
             out.append(type | 27)
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
         }
     }
 }

@@ -125,7 +125,9 @@ public final class SimulatedDevice: Sendable {
     }
 
     /// An attestation object for the exact clientDataHash, as `attestKey(_:clientDataHash:)` produces it.
-    public func attest(clientDataHash: some Collection<UInt8>, _ options: AttestationOptions = .init()) throws -> [UInt8] {
+    public func attest(clientDataHash: some Collection<UInt8>, _ options: AttestationOptions = .init()) throws
+        -> [UInt8]
+    {
         let authData = authenticatorData(options)
         let nonce = AppAttestSHA256.hash(authData + Array(clientDataHash))
         var contents = TestCertificateAuthority.LeafContents(
@@ -138,7 +140,8 @@ public final class SimulatedDevice: Sendable {
         case .wrong: contents.nonce = AppAttestSHA256.hash(nonce)
         case .missing: contents.nonce = nil
         case .withoutContextTag:
-            contents.rawNonceExtension = TestCertificateAuthority.tlv([0x30], TestCertificateAuthority.tlv([0x04], nonce))
+            contents.rawNonceExtension = TestCertificateAuthority.tlv(
+                [0x30], TestCertificateAuthority.tlv([0x04], nonce))
         }
         let issuer: TestCertificateAuthority
         switch options.chain {
@@ -164,7 +167,8 @@ public final class SimulatedDevice: Sendable {
                 ])),
             CBORMapEntry(key: .textString("authData"), value: .byteString(authData)),
         ])
-        return Self.finish(CBOREncoder.encode(object), trailing: options.trailingBytes, truncatedTo: options.truncatedTo)
+        return Self.finish(
+            CBOREncoder.encode(object), trailing: options.trailingBytes, truncatedTo: options.truncatedTo)
     }
 
     /// rpIdHash ‖ flags ‖ counter ‖ aaguid ‖ L ‖ credentialId ‖ COSE key [‖ extensions] (SPEC §1.2).
@@ -246,7 +250,8 @@ public final class SimulatedDevice: Sendable {
             CBORMapEntry(key: .textString("signature"), value: .byteString(signature)),
             CBORMapEntry(key: .textString("authenticatorData"), value: .byteString(authData)),
         ])
-        return Self.finish(CBOREncoder.encode(object), trailing: options.trailingBytes, truncatedTo: options.truncatedTo)
+        return Self.finish(
+            CBOREncoder.encode(object), trailing: options.trailingBytes, truncatedTo: options.truncatedTo)
     }
 
     // MARK: Helpers

@@ -153,10 +153,12 @@ public struct TestCertificateAuthority: Sendable {
                     value: Self.taggedSequence([(1400, Array(osVersion.utf8))])[...]))
         }
         if let raw = contents.rawNonceExtension {
-            extensions.append(Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 2], critical: false, value: raw[...]))
+            extensions.append(
+                Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 2], critical: false, value: raw[...]))
         } else if let nonce = contents.nonce {
             extensions.append(
-                Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 2], critical: false, value: Self.nonceExtension(nonce)[...]))
+                Certificate.Extension(
+                    oid: [1, 2, 840, 113_635, 100, 8, 2], critical: false, value: Self.nonceExtension(nonce)[...]))
         }
         let leaf = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: Certificate.PublicKey(contents.publicKey),

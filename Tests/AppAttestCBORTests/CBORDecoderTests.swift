@@ -106,13 +106,18 @@ struct CBORDecoderTests {
 
 @Suite("CBOR encoding")
 struct CBOREncoderTests {
-    @Test("encode then decode is the identity, with shortest heads", arguments: [
-        CBORValue.unsignedInteger(0), .unsignedInteger(23), .unsignedInteger(24), .unsignedInteger(255),
-        .unsignedInteger(256), .unsignedInteger(65_535), .unsignedInteger(65_536), .unsignedInteger(UInt64(UInt32.max)),
-        .unsignedInteger(UInt64(UInt32.max) + 1), .unsignedInteger(.max), .negativeInteger(0), .negativeInteger(.max),
-        .byteString([]), .byteString(Array(0..<200)), .textString("é"), .array([.null, .undefined, .boolean(false)]),
-        .map([CBORMapEntry(key: .textString("k"), value: .tagged(2, .byteString([1])))]), .float(-2.5),
-    ])
+    @Test(
+        "encode then decode is the identity, with shortest heads",
+        arguments: [
+            CBORValue.unsignedInteger(0), .unsignedInteger(23), .unsignedInteger(24), .unsignedInteger(255),
+            .unsignedInteger(256), .unsignedInteger(65_535), .unsignedInteger(65_536),
+            .unsignedInteger(UInt64(UInt32.max)),
+            .unsignedInteger(UInt64(UInt32.max) + 1), .unsignedInteger(.max), .negativeInteger(0),
+            .negativeInteger(.max),
+            .byteString([]), .byteString(Array(0..<200)), .textString("é"),
+            .array([.null, .undefined, .boolean(false)]),
+            .map([CBORMapEntry(key: .textString("k"), value: .tagged(2, .byteString([1])))]), .float(-2.5),
+        ])
     func roundTrip(_ value: CBORValue) throws {
         let bytes = CBOREncoder.encode(value)
         #expect(try CBORDecoder().decode(bytes) == value)
