@@ -93,6 +93,13 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Fuzzing: a replayer normally, a libFuzzer target when built by Fuzz/run.sh
+        .executableTarget(
+            name: "appattest-fuzz",
+            dependencies: ["AppAttest", "AppAttestCBOR"],
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "AppAttestCBORTests",
