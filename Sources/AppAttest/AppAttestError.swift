@@ -2,7 +2,8 @@
 ///
 /// One error type for the whole core, with stable codes (STYLE rule 7). The codes of verification map one to
 /// one onto the reasons of the test-vector format (TestVectors/README.md); ``Code/unsupportedKey``,
-/// ``Code/internalCryptoFailure`` and ``Code/invalidConfiguration`` cover what the vectors do not reach.
+/// ``Code/internalCryptoFailure`` and ``Code/invalidConfiguration`` cover what the vectors do not reach, and
+/// receipts add ``Code/clientHashMismatch``, ``Code/receiptTypeMismatch`` and ``Code/receiptTooOld``.
 /// The ``reason`` may name sizes, offsets and hashes; it never echoes raw client bytes.
 public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A stable, machine-readable error code. New codes may be added; switch with a `default`.
@@ -11,7 +12,7 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
             case malformed, certificateChain, certificateValidity, nonceMismatch, keyIdMismatch
             case publicKeyMismatch, appIdMismatch, counterNotZero, environmentMismatch, credentialIdMismatch
             case signatureInvalid, counterNotIncreasing, unsupportedKey, internalCryptoFailure
-            case invalidConfiguration
+            case invalidConfiguration, clientHashMismatch, receiptTypeMismatch, receiptTooOld
         }
         private let backing: Backing
         private init(_ backing: Backing) { self.backing = backing }
@@ -46,6 +47,13 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         public static let internalCryptoFailure = Code(.internalCryptoFailure)
         /// The verifier's configuration is unusable (no App ID, a trust anchor that does not parse, …).
         public static let invalidConfiguration = Code(.invalidConfiguration)
+
+        /// A receipt's client hash (field 4) differs from the attestation's clientDataHash (SPEC §4.4).
+        public static let clientHashMismatch = Code(.clientHashMismatch)
+        /// A receipt of another type than expected (field 6: ATTEST or RECEIPT).
+        public static let receiptTypeMismatch = Code(.receiptTypeMismatch)
+        /// A freshly received receipt created more than five minutes before the verification time (SPEC §4.4).
+        public static let receiptTooOld = Code(.receiptTooOld)
 
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 

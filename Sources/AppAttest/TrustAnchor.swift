@@ -12,6 +12,10 @@ public struct TrustAnchor: Sendable, Hashable {
     /// Its SHA-256 is `1cb9823b…c932`, pinned by a test.
     public static let appleAppAttestationRoot = TrustAnchor(derRepresentation: AppleRoots.appAttestationRootDER)
 
+    /// Apple Root CA - G3 (P-384, valid 2014-04-30 to 2039-04-30), the root of App Attest receipts' signing
+    /// chain (SPEC §4.2). Its SHA-256 is `63343abf…9179`, pinned by a test.
+    public static let appleRootCAG3 = TrustAnchor(derRepresentation: AppleRoots.rootCAG3DER)
+
     /// A root of your own, for test authorities (such as the one in `AppAttestTesting`) only.
     ///
     /// - Warning: A verifier with this anchor accepts whatever that root's holder signs. Never configure one

@@ -67,6 +67,16 @@ package final class ChainVerifier: Sendable {
         remember(chain: chain, given: parsed)
     }
 
+    /// Verifies `leaf` to the pinned root through any of the `untrusted` certificates (which may include a copy
+    /// of a root: it is never trusted, the store's pinned root is), at `time`. For CMS signers, whose messages
+    /// carry their whole chain (SPEC §4.1).
+    package func verifyPath(leaf: X509Certificate, untrusted: [X509Certificate], at time: Int64) throws(Failure) {
+        let chain = try rootStore.verify(leaf: leaf, untrusted: untrusted, at: time)
+        guard chain.first?.derBytes == leaf.derBytes, chain.last?.derBytes == root.derBytes else {
+            throw .chain("the signer's chain does not end at the pinned root")
+        }
+    }
+
     /// OpenSSL builds the shortest path it can find, which need not use every certificate given, nor in the
     /// given order (an intermediate passed as the leaf verifies on its own). The chain must be exactly
     /// leaf → each given intermediate → root.

@@ -24,6 +24,8 @@ public final class SimulatedDevice: Sendable {
     public let appID: AppID
     public let environment: AppAttestEnvironment
     public let privateKey: P256.Signing.PrivateKey
+    /// Signs the receipts of attestations, when given.
+    public let receiptAuthority: TestReceiptAuthority?
     /// SHA-256 of the public point.
     public let keyID: KeyID
     private let state: Mutex<UInt32>
@@ -32,8 +34,10 @@ public final class SimulatedDevice: Sendable {
     ///   - counter: the counter of the last assertion (0 after attestation).
     public init(
         authority: TestCertificateAuthority, appID: AppID, environment: AppAttestEnvironment = .production,
-        privateKey: P256.Signing.PrivateKey = .init(), counter: UInt32 = 0
+        privateKey: P256.Signing.PrivateKey = .init(), counter: UInt32 = 0,
+        receiptAuthority: TestReceiptAuthority? = nil
     ) throws {
+        self.receiptAuthority = receiptAuthority
         self.authority = authority
         self.appID = appID
         self.environment = environment
@@ -83,8 +87,9 @@ public final class SimulatedDevice: Sendable {
         public var extensions: [CBORMapEntry]?
         /// Bytes appended to authData after the COSE key and extensions (the nonce still covers them).
         public var authenticatorDataSuffix: [UInt8] = []
-        /// The receipt bytes (a placeholder: not a CMS structure unless you pass one).
-        public var receipt: [UInt8] = Array("swift-app-attest test receipt".utf8)
+        /// The receipt bytes. nil: an ATTEST receipt signed by the device's receipt authority, or a placeholder
+        /// (not a CMS structure) when the device has none.
+        public var receipt: [UInt8]?
         /// The `fmt` text.
         public var format = "apple-appattest"
         /// Bytes appended after the CBOR object.
@@ -163,12 +168,23 @@ public final class SimulatedDevice: Sendable {
                 key: .textString("attStmt"),
                 value: .map([
                     CBORMapEntry(key: .textString("x5c"), value: .array(chain.map(CBORValue.byteString))),
-                    CBORMapEntry(key: .textString("receipt"), value: .byteString(options.receipt)),
+                    CBORMapEntry(
+                        key: .textString("receipt"),
+                        value: .byteString(try receipt(options, leaf: leaf, clientDataHash: Array(clientDataHash)))),
                 ])),
             CBORMapEntry(key: .textString("authData"), value: .byteString(authData)),
         ])
         return Self.finish(
             CBOREncoder.encode(object), trailing: options.trailingBytes, truncatedTo: options.truncatedTo)
+    }
+
+    private func receipt(_ options: AttestationOptions, leaf: [UInt8], clientDataHash: [UInt8]) throws -> [UInt8] {
+        if let receipt = options.receipt { return receipt }
+        guard let receiptAuthority else { return Array("swift-app-attest placeholder receipt".utf8) }
+        return try receiptAuthority.sign(
+            .attest(
+                appID: appID, attestedCertificate: leaf, clientHash: clientDataHash,
+                environment: options.environment ?? environment, creationTime: options.issuedAt))
     }
 
     /// rpIdHash ‖ flags ‖ counter ‖ aaguid ‖ L ‖ credentialId ‖ COSE key [‖ extensions] (SPEC §1.2).

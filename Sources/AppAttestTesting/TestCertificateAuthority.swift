@@ -203,7 +203,8 @@ public struct TestCertificateAuthority: Sendable {
         switch count {
         case 0..<0x80: length = [UInt8(count)]
         case 0x80..<0x100: length = [0x81, UInt8(count)]
-        default: length = [0x82, UInt8(count >> 8), UInt8(count & 0xFF)]
+        case 0x100..<0x1_0000: length = [0x82, UInt8(count >> 8), UInt8(count & 0xFF)]
+        default: length = [0x83, UInt8(count >> 16), UInt8((count >> 8) & 0xFF), UInt8(count & 0xFF)]
         }
         return tag + length + content
     }

@@ -77,7 +77,13 @@ static inline void aa_sk_x509_free_all(STACK_OF(X509) *stack) { sk_X509_pop_free
 static inline int aa_sk_x509_count(const STACK_OF(X509) *stack) { return sk_X509_num(stack); }
 static inline X509 *aa_sk_x509_at(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
 
+/// Frees a stack without freeing its elements (CMS_get0_signers returns borrowed certificates).
+static inline void aa_sk_x509_free_container(STACK_OF(X509) *stack) { sk_X509_free(stack); }
+static inline CMS_SignerInfo *aa_sk_cms_signer_info_at(STACK_OF(CMS_SignerInfo) *stack, int index) { return sk_CMS_SignerInfo_value(stack, index); }
+static inline int aa_sk_cms_signer_info_count(STACK_OF(CMS_SignerInfo) *stack) { return sk_CMS_SignerInfo_num(stack); }
+
 // MARK: BIO
+static inline int aa_bio_reset(BIO *bio) { return (int)BIO_reset(bio); }
 /// RFC 2253 name printing, keeping UTF-8 readable (XN_FLAG_RFC2253 is a compound macro).
 static inline unsigned long aa_name_print_flags(void) { return XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB; }
 static inline long aa_bio_mem_contents(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }

@@ -145,10 +145,42 @@ struct InspectCommand: ParsableCommand {
         case _ where bytes.first == 0x30: encoding = "DER, definite length"
         default: encoding = bytes.isEmpty ? "empty" : "not an ASN.1 SEQUENCE"
         }
-        return .object([
+        var fields: [(String, Report)] = [
             ("size", .number(Int64(bytes.count))),
             ("encoding", .text(encoding)),
             ("sha256", .text(AppAttestSHA256.hash(bytes).hexString)),
-        ])
+        ]
+        do {
+            fields += receiptFields(try AppAttestReceipt.inspect(bytes))
+            fields.append(
+                (
+                    "note",
+                    .text(
+                        "signature checked with the embedded signer; chain not validated (use appattest receipt validate)"
+                    )
+                ))
+        } catch {
+            fields.append(("error", .text("\(error.code): \(error.reason)")))
+        }
+        return .object(fields)
+    }
+
+    /// The fields of a receipt (SPEC §4.3).
+    static func receiptFields(_ receipt: AppAttestReceipt) -> [(String, Report)] {
+        let signer = try? CertificateSummary(derEncoded: receipt.signerCertificate)
+        return [
+            ("type", .text(receipt.type.description)),
+            ("appId", .text(receipt.appID)),
+            ("environment", .optional(receipt.environmentName)),
+            ("creationTime", .date(receipt.creationTime)),
+            ("notBefore", .date(receipt.notBefore)),
+            ("expirationTime", .date(receipt.expirationTime)),
+            ("riskMetric", receipt.riskMetric.map { .number(Int64($0)) } ?? .null),
+            ("clientHash", .text(receipt.clientHash.hexString)),
+            ("token", .text(receipt.token)),
+            ("attestedPublicKey", .optional(receipt.attestedPublicKey?.hexString)),
+            ("signer", .optional(signer?.subject)),
+            ("signerNotAfter", .date(signer?.notAfter)),
+        ]
     }
 }
