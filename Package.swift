@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
         .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
+        .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
+        .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
     ],
     dependencies: [
@@ -22,6 +24,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
     ],
     targets: [
         // MARK: C system libraries (SPEC §9)
@@ -79,6 +86,34 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Apple's server APIs: provider JWT, DeviceCheck two bits, receipt refresh (I/O starts here)
+        .target(
+            name: "AppleDeviceAPI",
+            dependencies: [
+                "AppAttest",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: A local stand-in for Apple's DeviceCheck and receipt servers, for tests
+        .target(
+            name: "AppleDeviceAPITesting",
+            dependencies: [
+                "AppAttest",
+                "AppAttestTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: The command
         .executableTarget(
             name: "appattest",
@@ -86,6 +121,7 @@ let package = Package(
                 "AppAttest",
                 "AppAttestVectors",
                 "AppAttestTesting",
+                "AppleDeviceAPI",
                 "AppAttestCrypto",
                 "AppAttestCBOR",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -109,6 +145,11 @@ let package = Package(
         .testTarget(
             name: "AppAttestTests",
             dependencies: ["AppAttest", "AppAttestVectors", "AppAttestCBOR"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppleDeviceAPITests",
+            dependencies: ["AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestTesting", "AppAttest"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,122 @@
+/// Why a call to Apple's DeviceCheck or receipt endpoint failed, and whose fault it is (SPEC §4.5, §5).
+public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
+    /// What Apple (or the transport) answered. Stable names; new codes may be added.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// 400: the device token is missing or malformed.
+        public static let badDeviceToken = Code("badDeviceToken")
+        /// 400: the bits are missing or malformed.
+        public static let badBits = Code("badBits")
+        /// 400: the timestamp is missing or malformed (or our clock is off).
+        public static let badTimestamp = Code("badTimestamp")
+        /// 400: the provider token is missing or malformed.
+        public static let badAuthorizationToken = Code("badAuthorizationToken")
+        /// 400: the body is missing or malformed.
+        public static let badPayload = Code("badPayload")
+        /// 400 on receipt refresh: a receipt of the other environment.
+        public static let incorrectEnvironment = Code("incorrectEnvironment")
+        /// 401: the provider token cannot be verified (or does not match the receipt's team).
+        public static let invalidAuthorizationToken = Code("invalidAuthorizationToken")
+        /// 401: the provider token is too old.
+        public static let authorizationTokenExpired = Code("authorizationTokenExpired")
+        /// 403.
+        public static let forbidden = Code("forbidden")
+        /// 405.
+        public static let methodNotAllowed = Code("methodNotAllowed")
+        /// 429.
+        public static let tooManyRequests = Code("tooManyRequests")
+        /// 500.
+        public static let serverError = Code("serverError")
+        /// 503.
+        public static let serviceUnavailable = Code("serviceUnavailable")
+        /// A status or body this library does not expect.
+        public static let unexpectedResponse = Code("unexpectedResponse")
+        /// The refresh endpoint returned a receipt that does not validate.
+        public static let invalidReceipt = Code("invalidReceipt")
+        /// No answer: connection, TLS or timeout.
+        public static let transport = Code("transport")
+        /// Our credentials could not be loaded or used.
+        public static let invalidCredentials = Code("invalidCredentials")
+    }
+
+    /// Whose fault it is, which says what to do about it.
+    public enum Fault: String, Sendable, Hashable {
+        /// The device token the app sent: ask the app for a new one; do not retry.
+        case deviceToken
+        /// Our key, Key ID or Team ID: fix the configuration; do not retry.
+        case credentials
+        /// Our request (a library or caller bug): do not retry.
+        case request
+        /// Our clock: check time synchronisation.
+        case clock
+        /// The environment chosen for the call does not match the data.
+        case environment
+        /// Apple's side: retry later.
+        case apple
+        /// The network between us: retry later.
+        case network
+    }
+
+    public let code: Code
+    public let fault: Fault
+    /// The HTTP status, when Apple answered.
+    public let status: Int?
+    /// The host that was called, so that logs show which environment failed (SPEC §7 pitfall 6).
+    public let host: String?
+    public let message: String
+
+    public init(_ code: Code, fault: Fault, status: Int? = nil, host: String? = nil, _ message: String) {
+        self.code = code
+        self.fault = fault
+        self.status = status
+        self.host = host
+        self.message = message
+    }
+
+    /// Whether the same request may succeed later (429 and 5xx, and transport failures).
+    public var isRetryable: Bool {
+        fault == .apple && code != .invalidReceipt && code != .unexpectedResponse || fault == .network
+    }
+
+    public var description: String {
+        "\(code) (\(fault) fault\(status.map { ", HTTP \($0)" } ?? "")\(host.map { ", \($0)" } ?? "")): \(message)"
+    }
+
+    /// Classifies an error status of DeviceCheck or the receipt endpoint by code, then by body text for 400 and
+    /// 401 (SPEC §5: classify primarily by status; the literal bodies vary).
+    static func classify(status: Int, body: String, host: String) -> AppleAPIError {
+        let text = body.lowercased()
+        let excerpt = sanitizedExcerpt(body)
+        func error(_ code: Code, _ fault: Fault) -> AppleAPIError {
+            AppleAPIError(code, fault: fault, status: status, host: host, excerpt.isEmpty ? "HTTP \(status)" : excerpt)
+        }
+        switch status {
+        case 400:
+            if text.contains("device token") || text.contains("device_token") {
+                return error(.badDeviceToken, .deviceToken)
+            }
+            if text.contains("bits") { return error(.badBits, .request) }
+            if text.contains("time stamp") || text.contains("timestamp") { return error(.badTimestamp, .clock) }
+            if text.contains("authorization") { return error(.badAuthorizationToken, .credentials) }
+            if text.contains("environment") { return error(.incorrectEnvironment, .environment) }
+            return error(.badPayload, .request)
+        case 401:
+            if text.contains("expired") { return error(.authorizationTokenExpired, .credentials) }
+            return error(.invalidAuthorizationToken, .credentials)
+        case 403: return error(.forbidden, .credentials)
+        case 405: return error(.methodNotAllowed, .request)
+        case 429: return error(.tooManyRequests, .apple)
+        case 500...502, 504...599: return error(.serverError, .apple)
+        case 503: return error(.serviceUnavailable, .apple)
+        default: return error(.unexpectedResponse, .apple)
+        }
+    }
+
+    /// At most 200 printable ASCII characters of a body: never echo unbounded or binary text into logs.
+    static func sanitizedExcerpt(_ body: String) -> String {
+        String(String.UnicodeScalarView(body.unicodeScalars.prefix(200).filter { (0x20..<0x7F).contains($0.value) }))
+    }
+}
