@@ -122,8 +122,10 @@ let package = Package(
                 "AppAttestVectors",
                 "AppAttestTesting",
                 "AppleDeviceAPI",
+                "AppleDeviceAPITesting",
                 "AppAttestCrypto",
                 "AppAttestCBOR",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -25,11 +25,13 @@ func readInput(_ path: String, limit: Int) throws -> Data {
     return data
 }
 
-/// Reads an object given as binary CBOR or as Base64 text (standard or URL-safe, whitespace ignored).
-func readObject(_ path: String, limit: Int = 256 * 1024) throws -> [UInt8] {
+/// Reads an object given as binary or as Base64 text (standard or URL-safe, whitespace ignored). Binary is
+/// recognised by its first byte: a CBOR map head (0xA0–0xBF) by default, which Base64 text never starts with.
+func readObject(_ path: String, limit: Int = 256 * 1024, binaryFirstBytes: [UInt8] = Array(0xA0...0xBF)) throws
+    -> [UInt8]
+{
     let data = try readInput(path, limit: limit)
-    // CBOR objects of App Attest start with a map head (0xA0–0xBF); Base64 text never does.
-    if let first = data.first, (0xA0...0xBF).contains(first) { return Array(data) }
+    if let first = data.first, binaryFirstBytes.contains(first) { return Array(data) }
     guard let text = String(data: data, encoding: .utf8) else {
         throw InputError(description: "\(path): neither CBOR nor Base64 text")
     }
