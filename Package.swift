@@ -16,6 +16,9 @@ let package = Package(
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
         .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
         .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
+        .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
+        .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
+        .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
     ],
@@ -29,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // MARK: C system libraries (SPEC §9)
@@ -114,6 +119,32 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Replay-safe state: challenges, attested keys, counters
+        .target(
+            name: "AppAttestStore",
+            dependencies: ["AppAttest", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "AppAttestSQLite",
+            dependencies: ["AppAttestStore", "AppAttest", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "AppAttestPostgres",
+            dependencies: [
+                "AppAttestStore", "AppAttest", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // A process that drives a store, for the multi-process and SIGKILL tests and the store benchmark.
+        .executableTarget(
+            name: "appattest-store-worker",
+            dependencies: ["AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest"],
+            swiftSettings: strict
+        ),
+
         // MARK: The command
         .executableTarget(
             name: "appattest",
@@ -123,6 +154,9 @@ let package = Package(
                 "AppAttestTesting",
                 "AppleDeviceAPI",
                 "AppleDeviceAPITesting",
+                "AppAttestStore",
+                "AppAttestSQLite",
+                "AppAttestPostgres",
                 "AppAttestCrypto",
                 "AppAttestCBOR",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -152,6 +186,14 @@ let package = Package(
         .testTarget(
             name: "AppleDeviceAPITests",
             dependencies: ["AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestTesting", "AppAttest"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestStoreTests",
+            dependencies: [
+                "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
+                "appattest-store-worker",
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Starts or stops a throwaway PostgreSQL for the tests, on 127.0.0.1 only, trust authentication.
+#   .ci/postgres.sh start    prints the URL to export as APPATTEST_POSTGRES_URL
+#   .ci/postgres.sh stop
+set -euo pipefail
+port="${APPATTEST_POSTGRES_PORT:-55432}"
+data="${APPATTEST_POSTGRES_DATA:-/tmp/appattest-postgres}"
+bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+[ -n "$bin" ] || { echo "PostgreSQL is not installed (apt-get install postgresql)" >&2; exit 1; }
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+case "${1:-}" in
+start)
+    if [ ! -f "$data/PG_VERSION" ]; then
+        mkdir -p "$data"
+        [ "$(id -u)" -eq 0 ] && chown postgres "$data"
+        as_postgres "$bin/initdb" -D "$data" --auth=trust --username=postgres -E UTF8 >/dev/null
+    fi
+    as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=200 -c fsync=on" start >/dev/null
+    as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname = 'appattest'" | grep -q 1 \
+        || as_postgres "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres appattest
+    echo "postgres://postgres@127.0.0.1:$port/appattest"
+    ;;
+stop)
+    as_postgres "$bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+    ;;
+*)
+    echo "usage: $0 start|stop" >&2
+    exit 64
+    ;;
+esac

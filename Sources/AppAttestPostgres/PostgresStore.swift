@@ -1,0 +1,268 @@
+public import AppAttest
+public import AppAttestStore
+public import Foundation
+public import Logging
+public import PostgresNIO
+import Synchronization
+
+/// The shared store for fleets of servers: PostgreSQL through postgres-nio's pooled `PostgresClient`.
+///
+/// Counters advance by one conditional `UPDATE … WHERE counter < $new`, challenges are consumed by
+/// `DELETE … RETURNING`, keys are inserted with `ON CONFLICT DO NOTHING`: each an atomic statement, so that
+/// servers sharing the database never need a lock of their own. Migrations run under an advisory lock.
+public final class PostgresAppAttestStore: AppAttestStore, Sendable {
+    private let client: PostgresClient
+    private let logger: Logger
+    private let runner = Mutex<Task<Void, Never>?>(nil)
+
+    /// Connects with a URL `postgres://user[:password]@host[:port]/database` (TLS off: for a database on the
+    /// same host or network; pass a `PostgresClient.Configuration` for TLS), runs the client, and migrates.
+    public static func connect(url: String, logger: Logger = Logger(label: "AppAttestPostgres")) async throws(StoreError)
+        -> PostgresAppAttestStore
+    {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, let user = components.user
+        else { throw StoreError(.unavailable, "not a postgres:// URL") }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
+        return try await connect(configuration: configuration, logger: logger)
+    }
+
+    /// Connects with a full client configuration.
+    public static func connect(configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres"))
+        async throws(StoreError) -> PostgresAppAttestStore
+    {
+        let store = PostgresAppAttestStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
+        let client = store.client
+        store.runner.withLock { $0 = Task { await client.run() } }
+        do {
+            try await store.migrate()
+        } catch {
+            store.shutdown()
+            throw error
+        }
+        return store
+    }
+
+    private init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Stops the client's connection pool.
+    public func shutdown() {
+        runner.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+    }
+
+    deinit { runner.withLock { $0?.cancel() } }
+
+    private func migrate() async throws(StoreError) {
+        try await perform { client, logger in
+            try await client.withTransaction(logger: logger) { connection in
+                // One migrator at a time across every server that starts against this database.
+                try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_challenges (
+                        challenge BYTEA PRIMARY KEY,
+                        purpose TEXT NOT NULL,
+                        key_id BYTEA,
+                        user_id TEXT,
+                        expires_at DOUBLE PRECISION NOT NULL
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)", logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_keys (
+                        key_id BYTEA PRIMARY KEY,
+                        user_id TEXT,
+                        app_id TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        public_key BYTEA NOT NULL,
+                        counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                        receipt BYTEA NOT NULL,
+                        risk_metric BIGINT,
+                        created_at DOUBLE PRECISION NOT NULL,
+                        receipt_updated_at DOUBLE PRECISION NOT NULL,
+                        revoked_at DOUBLE PRECISION
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
+                try await connection.query(
+                    "CREATE TABLE IF NOT EXISTS app_attest_schema (version INT NOT NULL)", logger: logger)
+                try await connection.query(
+                    "INSERT INTO app_attest_schema (version) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM app_attest_schema)",
+                    logger: logger)
+            }
+        }
+    }
+
+    public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
+        let challenge = Data(record.challenge), keyID = record.keyID.map { Data($0.rawValue) }
+        let purpose = record.purpose, userID = record.userID, expires = record.expiresAt.timeIntervalSince1970
+        try await perform { client, logger in
+            try await client.query(
+                """
+                INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
+                VALUES (\(challenge), \(purpose), \(keyID), \(userID), \(expires))
+                ON CONFLICT (challenge) DO UPDATE SET purpose = EXCLUDED.purpose, key_id = EXCLUDED.key_id,
+                    user_id = EXCLUDED.user_id, expires_at = EXCLUDED.expires_at
+                """, logger: logger)
+        }
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+        let bytes = Data(challenge)
+        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
+            let rows = try await client.query(
+                "DELETE FROM app_attest_challenges WHERE challenge = \(bytes) RETURNING purpose, key_id, user_id, expires_at",
+                logger: logger)
+            for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
+            return nil
+        }
+        guard let (purpose, keyData, userID, expires) = row else { return nil }
+        return ChallengeRecord(
+            challenge: challenge, purpose: purpose, keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+            userID: userID, expiresAt: Date(timeIntervalSince1970: expires))
+    }
+
+    public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970
+        return try await perform { client, logger in
+            let rows = try await client.query(
+                "DELETE FROM app_attest_challenges WHERE expires_at < \(time) RETURNING 1", logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+        let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.appID.rawValue
+        let environment = record.environment.rawValue, publicKey = Data(record.publicKey), counter = Int64(record.counter)
+        let receipt = Data(record.receipt), metric = record.riskMetric.map(Int64.init)
+        let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
+        let revoked = record.revokedAt?.timeIntervalSince1970
+        let inserted = try await perform { client, logger in
+            let rows = try await client.query(
+                """
+                INSERT INTO app_attest_keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
+                                             created_at, receipt_updated_at, revoked_at)
+                VALUES (\(keyID), \(userID), \(appID), \(environment), \(publicKey), \(counter), \(receipt), \(metric),
+                        \(created), \(updated), \(revoked))
+                ON CONFLICT (key_id) DO NOTHING RETURNING 1
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count == 1
+        }
+        if inserted { return .inserted }
+        guard let existing = try await key(record.keyID) else {
+            throw StoreError(.corrupted, "a key that conflicts but cannot be read")
+        }
+        return .duplicate(existing)
+    }
+
+    private typealias KeyRow = (Data, String?, String, String, Data, Int64, Data, Int64?, Double, Double, Double?)
+    private static let keyColumns =
+        "key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at, receipt_updated_at, revoked_at"
+
+    public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        let bytes = Data(keyID.rawValue)
+        let rows = try await fetchKeys { client, logger in
+            try await client.query("SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE key_id = \(bytes)", logger: logger)
+        }
+        return rows.first
+    }
+
+    public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
+        try await fetchKeys { client, logger in
+            try await client.query(
+                "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE user_id = \(userID) ORDER BY created_at, key_id",
+                logger: logger)
+        }
+    }
+
+    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool {
+        let bytes = Data(keyID.rawValue), value = Int64(counter)
+        return try await affected { client, logger in
+            try await client.query(
+                """
+                UPDATE app_attest_keys SET counter = \(value)
+                WHERE key_id = \(bytes) AND counter < \(value) AND revoked_at IS NULL RETURNING 1
+                """, logger: logger)
+        }
+    }
+
+    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+        let bytes = Data(keyID.rawValue), seconds = time.timeIntervalSince1970
+        return try await affected { client, logger in
+            try await client.query(
+                "UPDATE app_attest_keys SET revoked_at = \(seconds) WHERE key_id = \(bytes) AND revoked_at IS NULL RETURNING 1",
+                logger: logger)
+        }
+    }
+
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool {
+        let bytes = Data(keyID.rawValue), data = Data(receipt), metric = riskMetric.map(Int64.init)
+        let seconds = time.timeIntervalSince1970
+        return try await affected { client, logger in
+            try await client.query(
+                """
+                UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)
+                WHERE key_id = \(bytes) RETURNING 1
+                """, logger: logger)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func perform<T: Sendable>(
+        _ body: @Sendable (PostgresClient, Logger) async throws -> T
+    ) async throws(StoreError) -> T {
+        do { return try await body(client, logger) } catch let error as StoreError { throw error } catch {
+            throw StoreError(.unavailable, "PostgreSQL: \(String(reflecting: error).prefix(500))")
+        }
+    }
+
+    private func affected(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence) async throws(StoreError) -> Bool {
+        try await perform { client, logger in
+            var count = 0
+            for try await _ in try await query(client, logger) { count += 1 }
+            return count == 1
+        }
+    }
+
+    private func fetchKeys(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence) async throws(StoreError) -> [KeyRecord] {
+        let rows = try await perform { client, logger -> [KeyRow] in
+            var rows: [KeyRow] = []
+            for try await row in try await query(client, logger).decode(KeyRow.self) { rows.append(row) }
+            return rows
+        }
+        var records: [KeyRecord] = []
+        for row in rows {
+            guard let environment = AppAttestEnvironment(rawValue: row.3), let appID = try? AppID(row.2),
+                let counter = UInt32(exactly: row.5)
+            else { throw StoreError(.corrupted, "a stored key does not decode") }
+            records.append(
+                KeyRecord(
+                    keyID: try Self.keyID(row.0), userID: row.1, appID: appID, environment: environment, publicKey: Array(row.4),
+                    counter: counter, receipt: Array(row.6), riskMetric: row.7.map { Int($0) },
+                    createdAt: Date(timeIntervalSince1970: row.8), receiptUpdatedAt: Date(timeIntervalSince1970: row.9),
+                    revokedAt: row.10.map(Date.init(timeIntervalSince1970:))))
+        }
+        return records
+    }
+
+    static func keyID(_ data: Data) throws(StoreError) -> KeyID {
+        do { return try KeyID(rawValue: data) } catch { throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes") }
+    }
+}

@@ -1,0 +1,201 @@
+public import AppAttest
+public import AppAttestStore
+public import Foundation
+import GRDB
+
+/// The embedded default store: one SQLite file, in WAL mode, with the schema created and migrated on open.
+///
+/// GRDB was chosen over sqlite-nio for its `DatabasePool` (WAL, one writer and concurrent readers, busy timeouts
+/// that let several processes share the file), its migrator, and statements whose effects are atomic on their
+/// own: consume-once is one `DELETE … RETURNING`, the counter one conditional `UPDATE`, key insertion one
+/// `INSERT … ON CONFLICT DO NOTHING` (SQLite ≥ 3.35).
+public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
+    private let pool: DatabasePool
+    /// The database file.
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path` and migrates its schema.
+    /// - Parameter busyTimeout: how long a write waits for another process's lock.
+    public init(path: String, busyTimeout: TimeInterval = 10) throws(StoreError) {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.prepareDatabase { db in
+            // WAL with synchronous=NORMAL survives the crash of any process (not a power loss, which FULL covers).
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw StoreError(.unavailable, "SQLite \(path): \(error)")
+        }
+        self.path = path
+    }
+
+    /// Idempotent migrations, safe when several processes open a new file at once.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS challenges (
+                    challenge BLOB PRIMARY KEY NOT NULL,
+                    purpose TEXT NOT NULL,
+                    key_id BLOB,
+                    user_id TEXT,
+                    expires_at REAL NOT NULL
+                );
+                CREATE INDEX IF NOT EXISTS challenges_expiry ON challenges(expires_at);
+                CREATE TABLE IF NOT EXISTS keys (
+                    key_id BLOB PRIMARY KEY NOT NULL,
+                    user_id TEXT,
+                    app_id TEXT NOT NULL,
+                    environment TEXT NOT NULL,
+                    public_key BLOB NOT NULL,
+                    counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                    receipt BLOB NOT NULL,
+                    risk_metric INTEGER,
+                    created_at REAL NOT NULL,
+                    receipt_updated_at REAL NOT NULL,
+                    revoked_at REAL
+                );
+                CREATE INDEX IF NOT EXISTS keys_user ON keys(user_id);
+                """)
+        }
+        return migrator
+    }
+
+    public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO challenges (challenge, purpose, key_id, user_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [Data(record.challenge), record.purpose, record.keyID.map { Data($0.rawValue) }, record.userID,
+                    record.expiresAt.timeIntervalSince1970])
+        }
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+        try await write { db -> ChallengeRecord? in
+            // One statement: the row is deleted and returned atomically (all changes happen on the first step).
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "DELETE FROM challenges WHERE challenge = ? RETURNING purpose, key_id, user_id, expires_at",
+                    arguments: [Data(challenge)])
+            else { return nil }
+            let keyData: Data? = row["key_id"]
+            return ChallengeRecord(
+                challenge: challenge, purpose: row["purpose"], keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+                userID: row["user_id"], expiresAt: Date(timeIntervalSince1970: row["expires_at"]))
+        }
+    }
+
+    public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM challenges WHERE expires_at < ?", arguments: [now.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
+    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+        try await write { db -> KeyInsertion in
+            try db.execute(
+                sql: """
+                    INSERT INTO keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
+                                      created_at, receipt_updated_at, revoked_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key_id) DO NOTHING
+                    """,
+                arguments: [
+                    Data(record.keyID.rawValue), record.userID, record.appID.rawValue, record.environment.rawValue,
+                    Data(record.publicKey), Int64(record.counter), Data(record.receipt), record.riskMetric,
+                    record.createdAt.timeIntervalSince1970, record.receiptUpdatedAt.timeIntervalSince1970,
+                    record.revokedAt?.timeIntervalSince1970,
+                ])
+            guard db.changesCount == 0 else { return .inserted }
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)]) else {
+                throw StoreError(.corrupted, "a key that conflicts but cannot be read")
+            }
+            return .duplicate(try Self.keyRecord(row))
+        }
+    }
+
+    public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        try await read { db -> KeyRecord? in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID.rawValue)]) else {
+                return nil
+            }
+            return try Self.keyRecord(row)
+        }
+    }
+
+    public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
+        try await read { db -> [KeyRecord] in
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE user_id = ? ORDER BY created_at, key_id", arguments: [userID])
+            var records: [KeyRecord] = []
+            for row in rows { records.append(try Self.keyRecord(row)) }
+            return records
+        }
+    }
+
+    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE keys SET counter = ? WHERE key_id = ? AND counter < ? AND revoked_at IS NULL",
+                arguments: [Int64(counter), Data(keyID.rawValue), Int64(counter)])
+            return db.changesCount == 1
+        }
+    }
+
+    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+                arguments: [time.timeIntervalSince1970, Data(keyID.rawValue)])
+            return db.changesCount == 1
+        }
+    }
+
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?",
+                arguments: [Data(receipt), riskMetric, time.timeIntervalSince1970, Data(keyID.rawValue)])
+            return db.changesCount == 1
+        }
+    }
+
+    // MARK: Helpers
+
+    private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
+        do { return try await pool.write(body) } catch let error as StoreError { throw error } catch {
+            throw StoreError(.unavailable, "SQLite: \(error)")
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
+        do { return try await pool.read(body) } catch let error as StoreError { throw error } catch {
+            throw StoreError(.unavailable, "SQLite: \(error)")
+        }
+    }
+
+    static func keyID(_ data: Data) throws(StoreError) -> KeyID {
+        do { return try KeyID(rawValue: data) } catch { throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes") }
+    }
+
+    static func keyRecord(_ row: Row) throws(StoreError) -> KeyRecord {
+        let keyData: Data = row["key_id"]
+        let appIDText: String = row["app_id"]
+        let environmentText: String = row["environment"]
+        let counter: Int64 = row["counter"]
+        guard let environment = AppAttestEnvironment(rawValue: environmentText), let appID = try? AppID(appIDText),
+            let counterValue = UInt32(exactly: counter)
+        else { throw StoreError(.corrupted, "a stored key does not decode") }
+        let publicKey: Data = row["public_key"]
+        let receipt: Data = row["receipt"]
+        let revoked: Double? = row["revoked_at"]
+        return KeyRecord(
+            keyID: try keyID(keyData), userID: row["user_id"], appID: appID, environment: environment,
+            publicKey: Array(publicKey), counter: counterValue, receipt: Array(receipt), riskMetric: row["risk_metric"],
+            createdAt: Date(timeIntervalSince1970: row["created_at"]),
+            receiptUpdatedAt: Date(timeIntervalSince1970: row["receipt_updated_at"]),
+            revokedAt: revoked.map(Date.init(timeIntervalSince1970:)))
+    }
+}

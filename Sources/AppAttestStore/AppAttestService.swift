@@ -1,0 +1,261 @@
+public import AppAttest
+public import Foundation
+import Synchronization
+
+/// Why the service refused a request. Verification failures keep the verifier's own error.
+public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The challenge was never issued, or was already used.
+        public static let challengeUnknown = Code("challengeUnknown")
+        /// The challenge expired.
+        public static let challengeExpired = Code("challengeExpired")
+        /// The challenge is for another purpose, key or user, or is not in the client data.
+        public static let challengeMismatch = Code("challengeMismatch")
+        /// The key is already registered (a replayed attestation).
+        public static let keyAlreadyRegistered = Code("keyAlreadyRegistered")
+        /// The key is registered to another user (SPEC §2.1, after step 9).
+        public static let keyBoundToAnotherUser = Code("keyBoundToAnotherUser")
+        /// No such key.
+        public static let unknownKey = Code("unknownKey")
+        /// The key was revoked.
+        public static let keyRevoked = Code("keyRevoked")
+        /// Another request with this counter (or a higher one) was accepted first.
+        public static let counterReplayed = Code("counterReplayed")
+        /// The attestation or assertion failed verification: see ``AppAttestServiceError/verification``.
+        public static let verificationFailed = Code("verificationFailed")
+        /// The store could not answer.
+        public static let storeUnavailable = Code("storeUnavailable")
+    }
+
+    public let code: Code
+    public let message: String
+    /// The verifier's error, for ``Code/verificationFailed``.
+    public let verification: AppAttestError?
+
+    public init(_ code: Code, _ message: String, verification: AppAttestError? = nil) {
+        self.code = code
+        self.message = message
+        self.verification = verification
+    }
+
+    public var description: String {
+        verification.map { "\(code) (\($0.code)): \(message)" } ?? "\(code): \(message)"
+    }
+}
+
+/// A challenge handed to a client.
+public struct IssuedChallenge: Sendable, Hashable {
+    public let challenge: [UInt8]
+    public let expiresAt: Date
+}
+
+/// A verified assertion whose counter is stored.
+public struct AuthenticatedAssertion: Sendable, Hashable {
+    /// The key, with the new counter.
+    public let key: KeyRecord
+    public let assertion: VerifiedAssertion
+}
+
+/// Challenge → attestation → assertions, on any ``AppAttestStore``, so that nobody has to get the
+/// read-modify-write of App Attest state right by hand.
+public struct AppAttestService: Sendable {
+    /// Challenge purposes.
+    public enum Purpose {
+        public static let attestation = "attestation"
+        public static let assertion = "assertion"
+    }
+
+    public let verifier: AppAttestVerifier
+    public let store: any AppAttestStore
+    /// How long a challenge stays usable.
+    public let challengeLifetime: TimeInterval
+    /// Validates the receipt of each new attestation when set (SPEC §4.4, freshly received).
+    public let receiptValidator: AppAttestReceiptValidator?
+    private let now: @Sendable () -> Date
+    private let parsedKeys = ParsedKeyCache()
+
+    public init(
+        verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
+        receiptValidator: AppAttestReceiptValidator? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.verifier = verifier
+        self.store = store
+        self.challengeLifetime = challengeLifetime
+        self.receiptValidator = receiptValidator
+        self.now = now
+    }
+
+    /// The size of issued challenges, above Apple's 16-byte minimum (SPEC §3.6).
+    public static let challengeSize = 32
+
+    /// Issues a one-time challenge.
+    /// - Parameters:
+    ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
+    ///   - keyID: reserve it for one key (assertions).
+    ///   - userID: reserve it for one user.
+    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil) async throws(AppAttestServiceError)
+        -> IssuedChallenge
+    {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<Self.challengeSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let expiresAt = now().addingTimeInterval(challengeLifetime)
+        try await run { () async throws(StoreError) in
+            try await store.insertChallenge(ChallengeRecord(challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt))
+        }
+        return IssuedChallenge(challenge: bytes, expiresAt: expiresAt)
+    }
+
+    /// Consumes the challenge, verifies the attestation against it and stores the key with counter 0.
+    /// - Throws: ``AppAttestServiceError``.
+    public func registerAttestation(
+        _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
+    ) async throws(AppAttestServiceError) -> KeyRecord {
+        try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+        let attested: VerifiedAttestation
+        do { attested = try verifier.verifyAttestation(attestationObject, keyID: keyID, challenge: challenge) } catch {
+            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        }
+        var riskMetric: Int?
+        if let receiptValidator {
+            do {
+                riskMetric = try receiptValidator.validate(attested.receipt, expecting: .attestation(attested)).riskMetric
+            } catch {
+                throw AppAttestServiceError(.verificationFailed, "receipt: \(error.reason)", verification: error)
+            }
+        }
+        let time = now()
+        let record = KeyRecord(
+            keyID: keyID, userID: userID, appID: attested.appID, environment: attested.environment,
+            publicKey: attested.publicKey.x963Representation, counter: 0, receipt: attested.receipt, riskMetric: riskMetric,
+            createdAt: time, receiptUpdatedAt: time, revokedAt: nil)
+        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record) }
+        if case .duplicate(let existing) = insertion {
+            // A key belongs to one user (SPEC §2.1); re-registering it is a replay either way.
+            if existing.userID != userID {
+                throw AppAttestServiceError(.keyBoundToAnotherUser, "this key is registered to another user")
+            }
+            throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
+        }
+        parsedKeys.insert(attested.publicKey)
+        return record
+    }
+
+    /// Verifies an assertion with the stored key and counter, consumes the challenge it carries when one is
+    /// given, and advances the counter atomically: of several concurrent assertions with the same counter,
+    /// exactly one is accepted.
+    /// - Parameters:
+    ///   - challenge: a challenge issued for ``Purpose/assertion``; it must occur in `clientData`. nil when the
+    ///     application binds its requests otherwise.
+    /// - Throws: ``AppAttestServiceError``.
+    public func authenticateAssertion(
+        _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID, challenge: [UInt8]? = nil
+    ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }) else {
+            throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
+        }
+        guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+        let publicKey: AttestedPublicKey
+        do { publicKey = try parsedKeys.key(for: record.publicKey) } catch {
+            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        }
+        let verified: VerifiedAssertion
+        do {
+            verified = try verifier.verifyAssertion(
+                assertion, clientData: clientData, publicKey: publicKey, appID: record.appID, previousCounter: record.counter)
+        } catch {
+            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        }
+        // After the signature (SPEC §3.6): the challenge is in the signed client data, and is consumed once.
+        if let challenge {
+            guard clientData.firstRange(of: challenge) != nil else {
+                throw AppAttestServiceError(.challengeMismatch, "the challenge is not in the client data")
+            }
+            try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: nil)
+        }
+        let advanced = try await run { () async throws(StoreError) -> Bool in
+            try await store.advanceCounter(keyID, to: verified.counter)
+        }
+        guard advanced else {
+            throw AppAttestServiceError(.counterReplayed, "counter \(verified.counter) was already used for this key")
+        }
+        var updated = record
+        updated.counter = verified.counter
+        return AuthenticatedAssertion(key: updated, assertion: verified)
+    }
+
+    /// Revokes a key: its assertions are refused from now on.
+    public func revokeKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
+        let time = now()
+        return try await run { () async throws(StoreError) -> Bool in try await store.revokeKey(keyID, at: time) }
+    }
+
+    /// Stores a new receipt for a key (after a refresh).
+    public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
+        let time = now()
+        return try await run { () async throws(StoreError) -> Bool in
+            try await store.updateReceipt(keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
+        }
+    }
+
+    /// The keys of a user (reinstalls and restores rotate keys, so a user may have several, SPEC §7.16).
+    public func keys(forUser userID: String) async throws(AppAttestServiceError) -> [KeyRecord] {
+        try await run { () async throws(StoreError) -> [KeyRecord] in try await store.keys(forUser: userID) }
+    }
+
+    /// Deletes expired challenges.
+    public func purgeExpiredChallenges() async throws(AppAttestServiceError) -> Int {
+        let time = now()
+        return try await run { () async throws(StoreError) -> Int in try await store.purgeExpiredChallenges(now: time) }
+    }
+
+    // MARK: Helpers
+
+    private func consume(_ challenge: [UInt8], purpose: String, keyID: KeyID, userID: String?) async throws(AppAttestServiceError) {
+        guard (16...1024).contains(challenge.count) else {
+            throw AppAttestServiceError(.challengeUnknown, "a challenge of \(challenge.count) bytes was never issued")
+        }
+        guard let record = try await run({ () async throws(StoreError) -> ChallengeRecord? in try await store.consumeChallenge(challenge) }) else {
+            throw AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
+        }
+        guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
+        guard record.purpose == purpose else {
+            throw AppAttestServiceError(.challengeMismatch, "a challenge for \(record.purpose), not \(purpose)")
+        }
+        if let bound = record.keyID, bound != keyID {
+            throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
+        }
+        if let bound = record.userID, bound != userID {
+            throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
+        }
+    }
+
+    private func run<T>(_ body: () async throws(StoreError) -> T) async throws(AppAttestServiceError) -> T {
+        do { return try await body() } catch {
+            throw AppAttestServiceError(.storeUnavailable, error.description)
+        }
+    }
+}
+
+/// Parsed public keys by point, so that repeated assertions from one key do not parse it again (bounded).
+final class ParsedKeyCache: Sendable {
+    private let keys = Mutex<[[UInt8]: AttestedPublicKey]>([:])
+    private static let limit = 10_000
+
+    func key(for point: [UInt8]) throws(AppAttestError) -> AttestedPublicKey {
+        if let key = keys.withLock({ $0[point] }) { return key }
+        let key = try AttestedPublicKey(x963Representation: point)
+        insert(key)
+        return key
+    }
+
+    func insert(_ key: AttestedPublicKey) {
+        keys.withLock { keys in
+            if keys.count >= Self.limit { keys.removeAll(keepingCapacity: true) }
+            keys[key.x963Representation] = key
+        }
+    }
+}

@@ -1,0 +1,59 @@
+public import AppAttest
+public import Foundation
+
+/// An in-memory store for tests and single-process use: an actor, so that every operation is atomic.
+public actor MemoryAppAttestStore: AppAttestStore {
+    private var challenges: [[UInt8]: ChallengeRecord] = [:]
+    private var keys: [KeyID: KeyRecord] = [:]
+
+    public init() {}
+
+    public func insertChallenge(_ record: ChallengeRecord) throws(StoreError) {
+        challenges[record.challenge] = record
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8]) throws(StoreError) -> ChallengeRecord? {
+        challenges.removeValue(forKey: challenge)
+    }
+
+    public func purgeExpiredChallenges(now: Date) throws(StoreError) -> Int {
+        let expired = challenges.filter { $0.value.expiresAt < now }.map(\.key)
+        for challenge in expired { challenges.removeValue(forKey: challenge) }
+        return expired.count
+    }
+
+    public func insertKey(_ record: KeyRecord) throws(StoreError) -> KeyInsertion {
+        if let existing = keys[record.keyID] { return .duplicate(existing) }
+        keys[record.keyID] = record
+        return .inserted
+    }
+
+    public func key(_ keyID: KeyID) throws(StoreError) -> KeyRecord? { keys[keyID] }
+
+    public func keys(forUser userID: String) throws(StoreError) -> [KeyRecord] {
+        keys.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
+    }
+
+    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) throws(StoreError) -> Bool {
+        guard var record = keys[keyID], record.revokedAt == nil, record.counter < counter else { return false }
+        record.counter = counter
+        keys[keyID] = record
+        return true
+    }
+
+    public func revokeKey(_ keyID: KeyID, at time: Date) throws(StoreError) -> Bool {
+        guard var record = keys[keyID], record.revokedAt == nil else { return false }
+        record.revokedAt = time
+        keys[keyID] = record
+        return true
+    }
+
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) throws(StoreError) -> Bool {
+        guard var record = keys[keyID] else { return false }
+        record.receipt = receipt
+        record.riskMetric = riskMetric
+        record.receiptUpdatedAt = time
+        keys[keyID] = record
+        return true
+    }
+}

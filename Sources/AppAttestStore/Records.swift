@@ -1,0 +1,123 @@
+public import AppAttest
+public import Foundation
+
+/// A one-time challenge as stored: random bytes bound to a purpose and, optionally, to a key or a user.
+public struct ChallengeRecord: Sendable, Hashable {
+    /// The random challenge bytes (at least 16, SPEC §3.6).
+    public var challenge: [UInt8]
+    /// What it may be used for, e.g. `attestation` or `assertion`.
+    public var purpose: String
+    /// The key it is reserved for, if any.
+    public var keyID: KeyID?
+    /// The user it is reserved for, if any.
+    public var userID: String?
+    /// When it stops being usable.
+    public var expiresAt: Date
+
+    public init(challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?, expiresAt: Date) {
+        self.challenge = challenge
+        self.purpose = purpose
+        self.keyID = keyID
+        self.userID = userID
+        self.expiresAt = expiresAt
+    }
+}
+
+/// An attested key as stored.
+public struct KeyRecord: Sendable, Hashable {
+    public var keyID: KeyID
+    /// The user the key is bound to; nil for keys registered without one.
+    public var userID: String?
+    public var appID: AppID
+    public var environment: AppAttestEnvironment
+    /// The 65-byte uncompressed point.
+    public var publicKey: [UInt8]
+    /// The counter of the last accepted assertion (0 after attestation).
+    public var counter: UInt32
+    /// The latest receipt (from the attestation, then from refreshes).
+    public var receipt: [UInt8]
+    /// The risk metric of the latest receipt, when it carried one.
+    public var riskMetric: Int?
+    public var createdAt: Date
+    public var receiptUpdatedAt: Date
+    /// When the key was revoked; a revoked key verifies nothing.
+    public var revokedAt: Date?
+
+    public init(
+        keyID: KeyID, userID: String?, appID: AppID, environment: AppAttestEnvironment, publicKey: [UInt8],
+        counter: UInt32, receipt: [UInt8], riskMetric: Int?, createdAt: Date, receiptUpdatedAt: Date, revokedAt: Date?
+    ) {
+        self.keyID = keyID
+        self.userID = userID
+        self.appID = appID
+        self.environment = environment
+        self.publicKey = publicKey
+        self.counter = counter
+        self.receipt = receipt
+        self.riskMetric = riskMetric
+        self.createdAt = createdAt
+        self.receiptUpdatedAt = receiptUpdatedAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// A store failure that is not a verdict: the backend could not answer.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// The backend is unreachable or failed (maps to 503 in adapters).
+        case unavailable
+        /// The stored data does not decode (a corrupted row, a schema from the future).
+        case corrupted
+    }
+
+    public let kind: Kind
+    public let message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { "store \(kind.rawValue): \(message)" }
+}
+
+/// The outcome of inserting a key.
+public enum KeyInsertion: Sendable, Hashable {
+    case inserted
+    /// The keyId is already stored; the existing record is returned.
+    case duplicate(KeyRecord)
+}
+
+/// State for App Attest with atomic operations only (STYLE rule 9): challenges are consumed once, keys are
+/// inserted uniquely, counters only move forward. No read-modify-write is left to the caller.
+public protocol AppAttestStore: Sendable {
+    /// Stores a new challenge.
+    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError)
+
+    /// Removes the challenge and returns it, in one atomic step; nil when it is unknown or was already
+    /// consumed. An expired challenge is removed and returned, and the caller refuses it.
+    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord?
+
+    /// Deletes challenges that expired before `now`; returns how many.
+    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int
+
+    /// Inserts a key unless its keyId is already stored.
+    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion
+
+    /// The key with this id.
+    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord?
+
+    /// The keys bound to a user, oldest first.
+    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord]
+
+    /// Sets the counter to `counter` if the stored counter is lower and the key is not revoked, atomically.
+    /// Exactly one of several concurrent calls with the same value succeeds.
+    /// - Returns: whether the counter moved.
+    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool
+
+    /// Marks a key revoked; returns whether it was active.
+    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
+
+    /// Replaces a key's receipt; returns whether the key exists.
+    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool
+}
