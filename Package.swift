@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
+        .executable(name: "appattest-store-worker", targets: ["appattest-store-worker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
@@ -192,7 +193,8 @@ let package = Package(
             name: "AppAttestStoreTests",
             dependencies: [
                 "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
-                "appattest-store-worker",
+                "appattest-store-worker", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),

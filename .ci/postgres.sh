@@ -12,7 +12,10 @@ case "${1:-}" in
 start)
     if [ ! -f "$data/PG_VERSION" ]; then
         mkdir -p "$data"
-        [ "$(id -u)" -eq 0 ] && chown postgres "$data"
+        if [ "$(id -u)" -eq 0 ]; then
+            chown postgres "$data"
+            chmod a+x "$(dirname "$data")"   # mktemp -d makes it 0700: let the postgres user through
+        fi
         as_postgres "$bin/initdb" -D "$data" --auth=trust --username=postgres -E UTF8 >/dev/null
     fi
     as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \

@@ -17,10 +17,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     /// Connects with a URL `postgres://user[:password]@host[:port]/database` (TLS off: for a database on the
     /// same host or network; pass a `PostgresClient.Configuration` for TLS), runs the client, and migrates.
-    public static func connect(url: String, logger: Logger = Logger(label: "AppAttestPostgres")) async throws(StoreError)
+    public static func connect(url: String, logger: Logger = Logger(label: "AppAttestPostgres"))
+        async throws(StoreError)
         -> PostgresAppAttestStore
     {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+        guard let components = URLComponents(string: url),
+            ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, let user = components.user
         else { throw StoreError(.unavailable, "not a postgres:// URL") }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
@@ -31,10 +33,13 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     }
 
     /// Connects with a full client configuration.
-    public static func connect(configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres"))
+    public static func connect(
+        configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres")
+    )
         async throws(StoreError) -> PostgresAppAttestStore
     {
-        let store = PostgresAppAttestStore(client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
+        let store = PostgresAppAttestStore(
+            client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
         let client = store.client
         store.runner.withLock { $0 = Task { await client.run() } }
         do {
@@ -77,7 +82,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     )
                     """, logger: logger)
                 try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)", logger: logger)
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
+                    logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS app_attest_keys (
@@ -130,7 +136,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
         guard let (purpose, keyData, userID, expires) = row else { return nil }
         return ChallengeRecord(
-            challenge: challenge, purpose: purpose, keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+            challenge: challenge, purpose: purpose,
+            keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
             userID: userID, expiresAt: Date(timeIntervalSince1970: expires))
     }
 
@@ -147,7 +154,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
         let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.appID.rawValue
-        let environment = record.environment.rawValue, publicKey = Data(record.publicKey), counter = Int64(record.counter)
+        let environment = record.environment.rawValue, publicKey = Data(record.publicKey),
+            counter = Int64(record.counter)
         let receipt = Data(record.receipt), metric = record.riskMetric.map(Int64.init)
         let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
         let revoked = record.revokedAt?.timeIntervalSince1970
@@ -178,7 +186,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
         let bytes = Data(keyID.rawValue)
         let rows = try await fetchKeys { client, logger in
-            try await client.query("SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE key_id = \(bytes)", logger: logger)
+            try await client.query(
+                "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE key_id = \(bytes)", logger: logger)
         }
         return rows.first
     }
@@ -211,7 +220,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool {
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
+        async throws(StoreError) -> Bool
+    {
         let bytes = Data(keyID.rawValue), data = Data(receipt), metric = riskMetric.map(Int64.init)
         let seconds = time.timeIntervalSince1970
         return try await affected { client, logger in
@@ -233,7 +244,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    private func affected(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence) async throws(StoreError) -> Bool {
+    private func affected(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+        async throws(StoreError) -> Bool
+    {
         try await perform { client, logger in
             var count = 0
             for try await _ in try await query(client, logger) { count += 1 }
@@ -241,7 +254,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    private func fetchKeys(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence) async throws(StoreError) -> [KeyRecord] {
+    private func fetchKeys(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+        async throws(StoreError) -> [KeyRecord]
+    {
         let rows = try await perform { client, logger -> [KeyRow] in
             var rows: [KeyRow] = []
             for try await row in try await query(client, logger).decode(KeyRow.self) { rows.append(row) }
@@ -254,7 +269,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             else { throw StoreError(.corrupted, "a stored key does not decode") }
             records.append(
                 KeyRecord(
-                    keyID: try Self.keyID(row.0), userID: row.1, appID: appID, environment: environment, publicKey: Array(row.4),
+                    keyID: try Self.keyID(row.0), userID: row.1, appID: appID, environment: environment,
+                    publicKey: Array(row.4),
                     counter: counter, receipt: Array(row.6), riskMetric: row.7.map { Int($0) },
                     createdAt: Date(timeIntervalSince1970: row.8), receiptUpdatedAt: Date(timeIntervalSince1970: row.9),
                     revokedAt: row.10.map(Date.init(timeIntervalSince1970:))))
@@ -263,6 +279,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     }
 
     static func keyID(_ data: Data) throws(StoreError) -> KeyID {
-        do { return try KeyID(rawValue: data) } catch { throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes") }
+        do { return try KeyID(rawValue: data) } catch {
+            throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes")
+        }
     }
 }

@@ -36,30 +36,31 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE IF NOT EXISTS challenges (
-                    challenge BLOB PRIMARY KEY NOT NULL,
-                    purpose TEXT NOT NULL,
-                    key_id BLOB,
-                    user_id TEXT,
-                    expires_at REAL NOT NULL
-                );
-                CREATE INDEX IF NOT EXISTS challenges_expiry ON challenges(expires_at);
-                CREATE TABLE IF NOT EXISTS keys (
-                    key_id BLOB PRIMARY KEY NOT NULL,
-                    user_id TEXT,
-                    app_id TEXT NOT NULL,
-                    environment TEXT NOT NULL,
-                    public_key BLOB NOT NULL,
-                    counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
-                    receipt BLOB NOT NULL,
-                    risk_metric INTEGER,
-                    created_at REAL NOT NULL,
-                    receipt_updated_at REAL NOT NULL,
-                    revoked_at REAL
-                );
-                CREATE INDEX IF NOT EXISTS keys_user ON keys(user_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE IF NOT EXISTS challenges (
+                        challenge BLOB PRIMARY KEY NOT NULL,
+                        purpose TEXT NOT NULL,
+                        key_id BLOB,
+                        user_id TEXT,
+                        expires_at REAL NOT NULL
+                    );
+                    CREATE INDEX IF NOT EXISTS challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE IF NOT EXISTS keys (
+                        key_id BLOB PRIMARY KEY NOT NULL,
+                        user_id TEXT,
+                        app_id TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                        receipt BLOB NOT NULL,
+                        risk_metric INTEGER,
+                        created_at REAL NOT NULL,
+                        receipt_updated_at REAL NOT NULL,
+                        revoked_at REAL
+                    );
+                    CREATE INDEX IF NOT EXISTS keys_user ON keys(user_id);
+                    """)
         }
         return migrator
     }
@@ -67,9 +68,12 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
         try await write { db in
             try db.execute(
-                sql: "INSERT OR REPLACE INTO challenges (challenge, purpose, key_id, user_id, expires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [Data(record.challenge), record.purpose, record.keyID.map { Data($0.rawValue) }, record.userID,
-                    record.expiresAt.timeIntervalSince1970])
+                sql:
+                    "INSERT OR REPLACE INTO challenges (challenge, purpose, key_id, user_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [
+                    Data(record.challenge), record.purpose, record.keyID.map { Data($0.rawValue) }, record.userID,
+                    record.expiresAt.timeIntervalSince1970,
+                ])
         }
     }
 
@@ -78,12 +82,14 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // One statement: the row is deleted and returned atomically (all changes happen on the first step).
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "DELETE FROM challenges WHERE challenge = ? RETURNING purpose, key_id, user_id, expires_at",
+                    db,
+                    sql: "DELETE FROM challenges WHERE challenge = ? RETURNING purpose, key_id, user_id, expires_at",
                     arguments: [Data(challenge)])
             else { return nil }
             let keyData: Data? = row["key_id"]
             return ChallengeRecord(
-                challenge: challenge, purpose: row["purpose"], keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+                challenge: challenge, purpose: row["purpose"],
+                keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
                 userID: row["user_id"], expiresAt: Date(timeIntervalSince1970: row["expires_at"]))
         }
     }
@@ -110,7 +116,10 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                     record.revokedAt?.timeIntervalSince1970,
                 ])
             guard db.changesCount == 0 else { return .inserted }
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)]) else {
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)])
+            else {
                 throw StoreError(.corrupted, "a key that conflicts but cannot be read")
             }
             return .duplicate(try Self.keyRecord(row))
@@ -119,7 +128,10 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
         try await read { db -> KeyRecord? in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID.rawValue)]) else {
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID.rawValue)])
+            else {
                 return nil
             }
             return try Self.keyRecord(row)
@@ -128,7 +140,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await read { db -> [KeyRecord] in
-            let rows = try Row.fetchAll(db, sql: "SELECT * FROM keys WHERE user_id = ? ORDER BY created_at, key_id", arguments: [userID])
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT * FROM keys WHERE user_id = ? ORDER BY created_at, key_id", arguments: [userID])
             var records: [KeyRecord] = []
             for row in rows { records.append(try Self.keyRecord(row)) }
             return records
@@ -153,7 +166,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool {
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
+        async throws(StoreError) -> Bool
+    {
         try await write { db in
             try db.execute(
                 sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?",
@@ -177,7 +192,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     }
 
     static func keyID(_ data: Data) throws(StoreError) -> KeyID {
-        do { return try KeyID(rawValue: data) } catch { throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes") }
+        do { return try KeyID(rawValue: data) } catch {
+            throw StoreError(.corrupted, "a stored keyId of \(data.count) bytes")
+        }
     }
 
     static func keyRecord(_ row: Row) throws(StoreError) -> KeyRecord {

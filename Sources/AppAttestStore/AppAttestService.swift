@@ -97,14 +97,16 @@ public struct AppAttestService: Sendable {
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
     ///   - keyID: reserve it for one key (assertions).
     ///   - userID: reserve it for one user.
-    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil) async throws(AppAttestServiceError)
+    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil)
+        async throws(AppAttestServiceError)
         -> IssuedChallenge
     {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<Self.challengeSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let expiresAt = now().addingTimeInterval(challengeLifetime)
         try await run { () async throws(StoreError) in
-            try await store.insertChallenge(ChallengeRecord(challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt))
+            try await store.insertChallenge(
+                ChallengeRecord(challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt))
         }
         return IssuedChallenge(challenge: bytes, expiresAt: expiresAt)
     }
@@ -122,7 +124,8 @@ public struct AppAttestService: Sendable {
         var riskMetric: Int?
         if let receiptValidator {
             do {
-                riskMetric = try receiptValidator.validate(attested.receipt, expecting: .attestation(attested)).riskMetric
+                riskMetric = try receiptValidator.validate(attested.receipt, expecting: .attestation(attested))
+                    .riskMetric
             } catch {
                 throw AppAttestServiceError(.verificationFailed, "receipt: \(error.reason)", verification: error)
             }
@@ -130,9 +133,11 @@ public struct AppAttestService: Sendable {
         let time = now()
         let record = KeyRecord(
             keyID: keyID, userID: userID, appID: attested.appID, environment: attested.environment,
-            publicKey: attested.publicKey.x963Representation, counter: 0, receipt: attested.receipt, riskMetric: riskMetric,
+            publicKey: attested.publicKey.x963Representation, counter: 0, receipt: attested.receipt,
+            riskMetric: riskMetric,
             createdAt: time, receiptUpdatedAt: time, revokedAt: nil)
-        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record) }
+        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record)
+        }
         if case .duplicate(let existing) = insertion {
             // A key belongs to one user (SPEC §2.1); re-registering it is a replay either way.
             if existing.userID != userID {
@@ -154,7 +159,8 @@ public struct AppAttestService: Sendable {
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID, challenge: [UInt8]? = nil
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }) else {
+        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
+        else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
         guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
@@ -165,7 +171,8 @@ public struct AppAttestService: Sendable {
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
-                assertion, clientData: clientData, publicKey: publicKey, appID: record.appID, previousCounter: record.counter)
+                assertion, clientData: clientData, publicKey: publicKey, appID: record.appID,
+                previousCounter: record.counter)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
@@ -197,7 +204,8 @@ public struct AppAttestService: Sendable {
     public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
         let time = now()
         return try await run { () async throws(StoreError) -> Bool in
-            try await store.updateReceipt(keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
+            try await store.updateReceipt(
+                keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
         }
     }
 
@@ -214,11 +222,17 @@ public struct AppAttestService: Sendable {
 
     // MARK: Helpers
 
-    private func consume(_ challenge: [UInt8], purpose: String, keyID: KeyID, userID: String?) async throws(AppAttestServiceError) {
+    private func consume(_ challenge: [UInt8], purpose: String, keyID: KeyID, userID: String?)
+        async throws(AppAttestServiceError)
+    {
         guard (16...1024).contains(challenge.count) else {
             throw AppAttestServiceError(.challengeUnknown, "a challenge of \(challenge.count) bytes was never issued")
         }
-        guard let record = try await run({ () async throws(StoreError) -> ChallengeRecord? in try await store.consumeChallenge(challenge) }) else {
+        guard
+            let record = try await run({ () async throws(StoreError) -> ChallengeRecord? in
+                try await store.consumeChallenge(challenge)
+            })
+        else {
             throw AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
         }
         guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }

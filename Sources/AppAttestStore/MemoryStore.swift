@@ -48,7 +48,9 @@ public actor MemoryAppAttestStore: AppAttestStore {
         return true
     }
 
-    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) throws(StoreError) -> Bool {
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) throws(StoreError)
+        -> Bool
+    {
         guard var record = keys[keyID] else { return false }
         record.receipt = receipt
         record.riskMetric = riskMetric

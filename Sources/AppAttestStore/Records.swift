@@ -119,5 +119,6 @@ public protocol AppAttestStore: Sendable {
     func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
 
     /// Replaces a key's receipt; returns whether the key exists.
-    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError) -> Bool
+    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
+        -> Bool
 }

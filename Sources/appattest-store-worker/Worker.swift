@@ -1,0 +1,111 @@
+import AppAttest
+import AppAttestPostgres
+import AppAttestSQLite
+import AppAttestStore
+import AppAttestTesting
+import Crypto
+import Foundation
+
+/// Drives an App Attest store from its own process, for the multi-process and SIGKILL tests:
+///
+///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID same-counter COUNTER COPIES
+///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID sequence FROM COUNT [challenge]
+///
+/// KEYFILE holds the device's raw P-256 private key; the key must already be registered. Every line is written
+/// unbuffered: `trying N` before an assertion is submitted, `accepted N [challenge-hex]` once it is stored,
+/// `rejected N code`, and `done accepted=K` at the end.
+@main
+struct Worker {
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        do {
+            try await run(arguments)
+        } catch {
+            emit("error \(error)")
+            exit(1)
+        }
+    }
+
+    static func emit(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    static func openStore(_ spec: String) async throws -> any AppAttestStore {
+        if spec.hasPrefix("sqlite:") { return try SQLiteAppAttestStore(path: String(spec.dropFirst(7))) }
+        if spec.hasPrefix("postgres:") {
+            return try await PostgresAppAttestStore.connect(url: String(spec.dropFirst(9)))
+        }
+        throw WorkerError(description: "store is sqlite:PATH or postgres:URL")
+    }
+
+    static func run(_ arguments: [String]) async throws {
+        guard arguments.count >= 5 else { throw WorkerError(description: "usage: STORE KEYFILE APPID COMMAND ARGS…") }
+        let store = try await openStore(arguments[0])
+        let key = try P256.Signing.PrivateKey(
+            rawRepresentation: try Data(contentsOf: URL(fileURLWithPath: arguments[1])))
+        let appID = try AppID(arguments[2])
+        let device = try SimulatedDevice(
+            authority: try TestCertificateAuthority(name: "Worker"), appID: appID, privateKey: key)
+        // Assertions need only the stored key: the trust anchor of the verifier plays no part in them.
+        let verifier = try AppAttestVerifier(configuration: .init(apps: [appID: [.development, .production]]))
+        let service = AppAttestService(verifier: verifier, store: store)
+        switch arguments[3] {
+        case "same-counter":
+            guard arguments.count == 6, let counter = UInt32(arguments[4]), let copies = Int(arguments[5]) else {
+                throw WorkerError(description: "same-counter COUNTER COPIES")
+            }
+            var options = SimulatedDevice.AssertionOptions()
+            options.counter = counter
+            let clientData = Array("same-counter \(counter)".utf8)
+            let assertion = try device.assert(clientData: clientData, options)
+            let accepted = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<copies {
+                    group.addTask {
+                        (try? await service.authenticateAssertion(
+                            assertion, clientData: clientData, keyID: device.keyID)) != nil
+                    }
+                }
+                var count = 0
+                for await ok in group where ok { count += 1 }
+                return count
+            }
+            emit("done accepted=\(accepted)")
+        case "sequence":
+            guard arguments.count >= 6, let from = UInt32(arguments[4]), let count = UInt32(arguments[5]) else {
+                throw WorkerError(description: "sequence FROM COUNT [challenge]")
+            }
+            let useChallenges = arguments.count > 6 && arguments[6] == "challenge"
+            var accepted = 0
+            for counter in from..<(from + count) {
+                var challenge: [UInt8]?
+                var clientData = Array("sequence \(counter)".utf8)
+                if useChallenges {
+                    let issued = try await service.issueChallenge(
+                        purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
+                    challenge = issued.challenge
+                    clientData = Array("request|".utf8) + issued.challenge
+                }
+                var options = SimulatedDevice.AssertionOptions()
+                options.counter = counter
+                let assertion = try device.assert(clientData: clientData, options)
+                emit("trying \(counter) \(challenge.map { $0.hexString } ?? "-")")
+                do {
+                    _ = try await service.authenticateAssertion(
+                        assertion, clientData: clientData, keyID: device.keyID, challenge: challenge)
+                    accepted += 1
+                    emit("accepted \(counter) \(challenge.map { $0.hexString } ?? "-")")
+                } catch {
+                    emit("rejected \(counter) \(error.code)")
+                }
+            }
+            emit("done accepted=\(accepted)")
+        default:
+            throw WorkerError(description: "unknown command \(arguments[3])")
+        }
+        if let postgres = store as? PostgresAppAttestStore { postgres.shutdown() }
+    }
+}
+
+struct WorkerError: Error, CustomStringConvertible {
+    var description: String
+}

@@ -1,0 +1,142 @@
+import AppAttest
+import AppAttestSQLite
+import AppAttestStore
+import AppAttestTesting
+import Crypto
+import Foundation
+import GRDB
+import Testing
+
+/// Several processes on one store, and a process killed in the middle of a load (SIGKILL).
+@Suite("Processes sharing a store")
+struct MultiProcessTests {
+    static var processBackends: [Backend] { Backend.available.filter { $0 != .memory } }
+
+    /// The worker executable, built beside the test bundle.
+    static let worker: URL = {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("appattest-store-worker")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+            .appendingPathComponent(".build/debug/appattest-store-worker")
+    }()
+
+    /// A registered device whose private key is in a file the workers read.
+    func setUp(_ backend: Backend) async throws -> (Harness, SimulatedDevice, String) {
+        let harness = try await Harness(backend)
+        let device = try await harness.registeredDevice()
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "appattest-key-\(UUID().uuidString)")
+        try device.privateKey.rawRepresentation.write(to: keyFile)
+        return (harness, device, keyFile.path)
+    }
+
+    func launch(_ arguments: [String], output: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.worker
+        process.arguments = arguments
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    func lines(_ url: URL) -> [String] {
+        (try? String(contentsOf: url, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+    }
+
+    func outputFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("appattest-out-\(UUID().uuidString)")
+    }
+
+    @Test("two processes, 32 copies each of one assertion: exactly one accepted", arguments: processBackends)
+    func sameCounterAcrossProcesses(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        let outputs = [outputFile(), outputFile()]
+        let processes = try outputs.map {
+            try launch([harness.spec!, keyFile, Harness.appID.rawValue, "same-counter", "1", "32"], output: $0)
+        }
+        for process in processes { process.waitUntilExit() }
+        let accepted = outputs.flatMap(lines).compactMap { line -> Int? in
+            guard line.hasPrefix("done accepted=") else { return nil }
+            return Int(line.dropFirst("done accepted=".count))
+        }
+        #expect(accepted.count == 2, "both workers finished: \(outputs.flatMap(lines))")
+        #expect(accepted.reduce(0, +) == 1)
+        #expect(try await harness.store.key(device.keyID)?.counter == 1)
+    }
+
+    @Test("two processes racing through the same counters: no counter accepted twice", arguments: processBackends)
+    func sequencesAcrossProcesses(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        let outputs = [outputFile(), outputFile()]
+        let processes = try outputs.map {
+            try launch([harness.spec!, keyFile, Harness.appID.rawValue, "sequence", "1", "120"], output: $0)
+        }
+        for process in processes { process.waitUntilExit() }
+        let accepted = outputs.flatMap(lines).filter { $0.hasPrefix("accepted ") }.compactMap {
+            UInt32($0.split(separator: " ")[1])
+        }
+        #expect(!accepted.isEmpty)
+        #expect(Set(accepted).count == accepted.count, "a counter was accepted twice")
+        #expect(try await harness.store.key(device.keyID)?.counter == accepted.max())
+        #expect(accepted.max() == 120)
+    }
+
+    @Test(
+        "SIGKILL in the middle of a load: the stored counter is the last accepted one, no challenge works twice",
+        arguments: processBackends)
+    func killedMidLoad(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        let output = outputFile()
+        let process = try launch(
+            [harness.spec!, keyFile, Harness.appID.rawValue, "sequence", "1", "1000000", "challenge"], output: output)
+        let deadline = Date().addingTimeInterval(60)
+        while lines(output).filter({ $0.hasPrefix("accepted ") }).count < 40, Date() < deadline, process.isRunning {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+        let log = lines(output)
+        let accepted = log.filter { $0.hasPrefix("accepted ") }.map { $0.split(separator: " ") }
+        let tried = log.filter { $0.hasPrefix("trying ") }.map { $0.split(separator: " ") }
+        #expect(accepted.count >= 40, "\(log.suffix(3))")
+        let highest = accepted.compactMap { UInt32($0[1]) }.max() ?? 0
+        let inFlight = tried.compactMap { UInt32($0[1]) }.max() ?? 0
+        // Stored: the last accepted counter, or the one in flight when the kill came if its update committed.
+        let stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        #expect(
+            stored == highest || (stored == inFlight && inFlight == highest + 1),
+            "stored \(stored), accepted \(highest), in flight \(inFlight)")
+        // Every challenge of an accepted assertion is gone; the in-flight one at most once.
+        for line in accepted {
+            let challenge = hexBytes(String(line[2]))
+            #expect(
+                try await harness.store.consumeChallenge(challenge) == nil,
+                "challenge of counter \(line[1]) still usable")
+        }
+        // And the store still works: the next assertion after the stored counter is accepted.
+        var options = SimulatedDevice.AssertionOptions()
+        options.counter = stored + 1
+        _ = try await harness.service.authenticateAssertion(
+            try device.assert(clientData: [1], options), clientData: [1], keyID: device.keyID)
+        if backend == .sqlite, let spec = harness.spec {
+            let queue = try DatabaseQueue(path: String(spec.dropFirst("sqlite:".count)))
+            let result = try await queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+            #expect(result == "ok")
+        }
+    }
+}
+
+func hexBytes(_ text: String) -> [UInt8] {
+    let digits = Array(text.utf8)
+    return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
+        UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)
+    }
+}

@@ -1,0 +1,116 @@
+import AppAttest
+import AppAttestPostgres
+import AppAttestSQLite
+import AppAttestStore
+import AppAttestTesting
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+
+/// The backends every contract test runs against. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` starts a
+/// server and sets it); without it the PostgreSQL cases are disabled locally, and fail under CI.
+enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case memory, sqlite, postgres
+
+    var testDescription: String { rawValue }
+
+    static var postgresURL: String? { ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] }
+    static var available: [Backend] {
+        if postgresURL == nil && ProcessInfo.processInfo.environment["CI"] != nil {
+            // Under CI the PostgreSQL cases must run: fail loudly rather than skip.
+            return allCases
+        }
+        return postgresURL == nil ? [.memory, .sqlite] : allCases
+    }
+
+    /// A store, and how another process can open the same one (nil for memory).
+    func open() async throws -> (store: any AppAttestStore, spec: String?) {
+        switch self {
+        case .memory:
+            return (MemoryAppAttestStore(), nil)
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "appattest-\(UUID().uuidString).sqlite"
+            ).path
+            return (try SQLiteAppAttestStore(path: path), "sqlite:\(path)")
+        case .postgres:
+            guard let url = Self.postgresURL else {
+                Issue.record("APPATTEST_POSTGRES_URL is not set: run .ci/postgres.sh start and export it")
+                throw StoreError(.unavailable, "no PostgreSQL")
+            }
+            return (try await PostgresAppAttestStore.connect(url: url), "postgres:\(url)")
+        }
+    }
+}
+
+/// A clock tests can move.
+final class TestClock: Sendable {
+    private let time: Mutex<Date>
+    init(_ start: Date) { time = Mutex(start) }
+    var now: Date { time.withLock { $0 } }
+    func advance(_ seconds: TimeInterval) { time.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// A service on a backend with a simulated device and its test authority.
+struct Harness {
+    static let authority = try! TestCertificateAuthority(name: "Store")
+    static let appID = try! AppID("STORE12345.com.example.store")
+
+    let store: any AppAttestStore
+    let spec: String?
+    let clock: TestClock
+    let service: AppAttestService
+
+    /// - Parameter start: the service clock's start. Tests that purge expired challenges start in the past, so
+    ///   that on a shared PostgreSQL they delete only their own.
+    init(_ backend: Backend, start: Date = Date()) async throws {
+        clock = TestClock(start)
+        (store, spec) = try await backend.open()
+        let verifier = try AppAttestVerifier(
+            configuration: .init(
+                apps: [Self.appID: [.production, .development]], trustAnchor: Self.authority.trustAnchor))
+        let clock = self.clock
+        service = AppAttestService(verifier: verifier, store: store, now: { clock.now })
+    }
+
+    func device(counter: UInt32 = 0) throws -> SimulatedDevice {
+        try SimulatedDevice(authority: Self.authority, appID: Self.appID, counter: counter)
+    }
+
+    /// A fresh attestation object for a fresh challenge, as an app would send it.
+    func attest(_ device: SimulatedDevice, userID: String? = nil) async throws -> (object: [UInt8], challenge: [UInt8])
+    {
+        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, userID: userID)
+            .challenge
+        var options = SimulatedDevice.AttestationOptions()
+        options.issuedAt = Date()
+        return (try device.attest(challenge: challenge, options), challenge)
+    }
+
+    /// A registered device.
+    func registeredDevice(userID: String? = nil) async throws -> SimulatedDevice {
+        let device = try device()
+        let (object, challenge) = try await attest(device, userID: userID)
+        _ = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge, userID: userID)
+        return device
+    }
+
+    func close() {
+        if let postgres = store as? PostgresAppAttestStore { postgres.shutdown() }
+    }
+}
+
+func expectServiceError(
+    _ code: AppAttestServiceError.Code, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async {
+    do {
+        try await body()
+        Issue.record("expected \(code), but it succeeded. \(comment)", sourceLocation: sourceLocation)
+    } catch let error as AppAttestServiceError {
+        #expect(error.code == code, "\(comment): \(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error). \(comment)", sourceLocation: sourceLocation)
+    }
+}
