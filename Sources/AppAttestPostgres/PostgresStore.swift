@@ -42,6 +42,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
         let client = store.client
         store.runner.withLock { $0 = Task { await client.run() } }
+        // Let the pool's run loop start before the first query leases a connection.
+        for _ in 0..<10 { await Task.yield() }
         do {
             try await store.migrate()
         } catch {

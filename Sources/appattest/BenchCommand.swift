@@ -4,10 +4,20 @@ import AppAttestVectors
 import ArgumentParser
 import Foundation
 
-/// `appattest bench`: single-thread verification rates on real vectors, beside OpenSSL's raw P-256 rate.
-struct BenchCommand: ParsableCommand {
+/// `appattest bench [verify]` and `appattest bench store`.
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
+        abstract: "Benchmarks: verification rates (default) and the store (`bench store`).",
+        subcommands: [BenchVerify.self, BenchStore.self],
+        defaultSubcommand: BenchVerify.self
+    )
+}
+
+/// `appattest bench verify`: single-thread verification rates on real vectors, beside OpenSSL's raw P-256 rate.
+struct BenchVerify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
         abstract: "Measure attestation and assertion verifications per second on one thread.",
         discussion: """
             Uses a real attestation and a real assertion from the vector file, and measures in the same run the \
