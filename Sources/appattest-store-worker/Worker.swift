@@ -76,7 +76,9 @@ struct Worker {
             }
             let useChallenges = arguments.count > 6 && arguments[6] == "challenge"
             var accepted = 0
-            for counter in from..<(from + count) {
+            // A worker never outlives a test that forgot it: it stops after two minutes.
+            let deadline = Date().addingTimeInterval(120)
+            for counter in from..<(from + count) where Date() < deadline {
                 var challenge: [UInt8]?
                 var clientData = Array("sequence \(counter)".utf8)
                 if useChallenges {

@@ -43,6 +43,11 @@ struct MultiProcessTests {
         return process
     }
 
+    /// Waits without blocking a cooperative thread (`waitUntilExit` would stall every other test on 2 cores).
+    func wait(_ process: Process) async throws {
+        while process.isRunning { try await Task.sleep(nanoseconds: 10_000_000) }
+    }
+
     func lines(_ url: URL) -> [String] {
         (try? String(contentsOf: url, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     }
@@ -59,7 +64,7 @@ struct MultiProcessTests {
         let processes = try outputs.map {
             try launch([harness.spec!, keyFile, Harness.appID.rawValue, "same-counter", "1", "32"], output: $0)
         }
-        for process in processes { process.waitUntilExit() }
+        for process in processes { try await wait(process) }
         let accepted = outputs.flatMap(lines).compactMap { line -> Int? in
             guard line.hasPrefix("done accepted=") else { return nil }
             return Int(line.dropFirst("done accepted=".count))
@@ -77,7 +82,7 @@ struct MultiProcessTests {
         let processes = try outputs.map {
             try launch([harness.spec!, keyFile, Harness.appID.rawValue, "sequence", "1", "120"], output: $0)
         }
-        for process in processes { process.waitUntilExit() }
+        for process in processes { try await wait(process) }
         let accepted = outputs.flatMap(lines).filter { $0.hasPrefix("accepted ") }.compactMap {
             UInt32($0.split(separator: " ")[1])
         }
@@ -101,7 +106,7 @@ struct MultiProcessTests {
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        try await wait(process)
         #expect(process.terminationReason == .uncaughtSignal)
         let log = lines(output)
         let accepted = log.filter { $0.hasPrefix("accepted ") }.map { $0.split(separator: " ") }
