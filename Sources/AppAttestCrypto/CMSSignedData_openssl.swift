@@ -28,13 +28,7 @@ package struct CMSSignedData: Sendable {
             throw .malformed("CMS message of \(bytes.count) bytes")
         }
         clearOpenSSLErrors()
-        var consumed = 0
-        let parsed: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
-            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
-            let cms = d2i_CMS_ContentInfo(nil, &cursor, buffer.count)
-            if let cursor, let base = buffer.baseAddress { consumed = cursor - base }
-            return cms
-        }
+        let (parsed, consumed) = decodeDER(bytes) { d2i_CMS_ContentInfo(nil, $0, $1) }
         guard let cms = parsed else { throw .malformed(OpenSSLError.drain("d2i_CMS_ContentInfo").description) }
         defer { CMS_ContentInfo_free(cms) }
         guard consumed == bytes.count else {

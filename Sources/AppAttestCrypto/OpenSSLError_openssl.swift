@@ -32,3 +32,16 @@ package struct OpenSSLError: Error, Sendable, CustomStringConvertible {
 func clearOpenSSLErrors() {
     ERR_clear_error()
 }
+
+/// Runs one of OpenSSL's `d2i_*` decoders over `bytes` and reports how many bytes it consumed, since the
+/// decoders ignore trailing bytes (SPEC §9): callers compare `consumed` with `bytes.count`.
+func decodeDER(
+    _ bytes: [UInt8], with decoder: (UnsafeMutablePointer<UnsafePointer<UInt8>?>, Int) -> OpaquePointer?
+) -> (object: OpaquePointer?, consumed: Int) {
+    bytes.withUnsafeBufferPointer { buffer in
+        var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+        let object = decoder(&cursor, buffer.count)
+        guard let cursor, let base = buffer.baseAddress else { return (object, 0) }
+        return (object, cursor - base)
+    }
+}

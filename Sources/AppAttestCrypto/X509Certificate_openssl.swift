@@ -19,13 +19,7 @@ package final class X509Certificate: @unchecked Sendable {
             throw OpenSSLError(operation: "d2i_X509", queue: ["certificate size \(bytes.count) out of range"])
         }
         clearOpenSSLErrors()
-        var consumed = 0
-        let parsed: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
-            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
-            let x509 = d2i_X509(nil, &cursor, buffer.count)
-            if let cursor, let base = buffer.baseAddress { consumed = cursor - base }
-            return x509
-        }
+        let (parsed, consumed) = decodeDER(bytes) { d2i_X509(nil, $0, $1) }
         guard let parsed else { throw OpenSSLError.drain("d2i_X509") }
         guard consumed == bytes.count else {
             X509_free(parsed)
