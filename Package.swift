@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
         .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
+        .library(name: "AppAttestHummingbird", targets: ["AppAttestHummingbird"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
         .executable(name: "appattest-store-worker", targets: ["appattest-store-worker"]),
@@ -139,6 +140,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // MARK: Adapters
+        .target(
+            name: "AppAttestHummingbird",
+            dependencies: [
+                "AppAttest", "AppAttestStore", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
         // A process that drives a store, for the multi-process and SIGKILL tests and the store benchmark.
         .executableTarget(
             name: "appattest-store-worker",
@@ -195,6 +205,15 @@ let package = Package(
                 "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
                 "appattest-store-worker", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestHummingbirdTests",
+            dependencies: [
+                "AppAttestHummingbird", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict
         ),

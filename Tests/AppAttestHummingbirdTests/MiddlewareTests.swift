@@ -1,0 +1,143 @@
+import AppAttest
+import AppAttestHummingbird
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("Hummingbird routes and middleware")
+struct MiddlewareTests {
+    static let authority = try! TestCertificateAuthority(name: "Hummingbird")
+    static let appID = try! AppID("HBIRD12345.com.example.app")
+
+    func makeApp() throws -> (some ApplicationProtocol, SimulatedDevice) {
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: Self.appID, environment: .production, trustAnchor: Self.authority.trustAnchor)),
+            store: MemoryAppAttestStore())
+        let router = Router(context: AppAttestBasicRequestContext.self)
+        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
+        router.group("api").add(middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096))
+            .post("order") { _, context in "ok counter \(context.attestedDevice!.counter)" }
+        return (Application(router: router), try SimulatedDevice(authority: Self.authority, appID: Self.appID))
+    }
+
+    struct Challenge: Decodable { var challenge: String }
+
+    func challenge(_ client: some TestClientProtocol, purpose: String, keyID: KeyID? = nil) async throws -> [UInt8] {
+        let key = keyID.map { ",\"keyId\":\"\($0.base64EncodedString)\"" } ?? ""
+        return try await client.execute(
+            uri: "/appattest/challenge", method: .post, body: ByteBuffer(string: "{\"purpose\":\"\(purpose)\"\(key)}")
+        ) { response in
+            #expect(response.status == .ok)
+            let decoded = try JSONDecoder().decode(Challenge.self, from: Data(buffer: response.body))
+            return AppAttestRequestBinding.decodeBase64URL(decoded.challenge)!
+        }
+    }
+
+    func register(_ client: some TestClientProtocol, _ device: SimulatedDevice) async throws {
+        let challenge = try await challenge(client, purpose: "attestation")
+        var options = SimulatedDevice.AttestationOptions()
+        options.issuedAt = Date()
+        let object = try device.attest(challenge: challenge, options)
+        let body = """
+            {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+            "challenge":"\(AppAttestRequestBinding.base64URL(challenge))"}
+            """
+        try await client.execute(uri: "/appattest/attestation", method: .post, body: ByteBuffer(string: body)) {
+            response in
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+        }
+    }
+
+    /// Headers for a request signed by `device`.
+    func signed(_ device: SimulatedDevice, path: String, body: String, challenge: [UInt8], signedPath: String? = nil)
+        throws -> HTTPFields
+    {
+        let clientData = AppAttestRequestBinding.clientData(
+            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
+        let assertion = try device.assert(clientData: clientData)
+        var headers = HTTPFields()
+        headers[HTTPField.Name(AppAttestRequestBinding.keyIDHeader)!] = device.keyID.base64EncodedString
+        headers[HTTPField.Name(AppAttestRequestBinding.assertionHeader)!] = Data(assertion).base64EncodedString()
+        headers[HTTPField.Name(AppAttestRequestBinding.challengeHeader)!] = AppAttestRequestBinding.base64URL(challenge)
+        return headers
+    }
+
+    func code(_ response: TestResponse) -> String? {
+        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])?["code"] as? String
+    }
+
+    @Test("register, then a protected request passes once; its replay is 409")
+    func flow() async throws {
+        let (app, device) = try makeApp()
+        try await app.test(.router) { client in
+            try await register(client, device)
+            let c = try await challenge(client, purpose: "assertion", keyID: device.keyID)
+            let headers = try signed(device, path: "/api/order", body: "{\"item\":1}", challenge: c)
+            try await client.execute(
+                uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{\"item\":1}")
+            ) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "ok counter 1")
+            }
+            try await client.execute(
+                uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{\"item\":1}")
+            ) { response in
+                #expect(response.status == .conflict)
+                #expect(response.headers[.contentType] == "application/problem+json")
+            }
+        }
+    }
+
+    @Test("an assertion is bound to its path and body; missing, malformed and oversized requests are refused")
+    func bindings() async throws {
+        let (app, device) = try makeApp()
+        try await app.test(.router) { client in
+            try await register(client, device)
+            // Signed for another path.
+            var c = try await challenge(client, purpose: "assertion", keyID: device.keyID)
+            var headers = try signed(device, path: "/api/order", body: "{}", challenge: c, signedPath: "/api/refund")
+            try await client.execute(uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{}"))
+            { response in
+                #expect(response.status == .unauthorized)
+                #expect(code(response) == "signatureInvalid")
+            }
+            // Another body.
+            c = try await challenge(client, purpose: "assertion", keyID: device.keyID)
+            headers = try signed(device, path: "/api/order", body: "{\"item\":1}", challenge: c)
+            try await client.execute(
+                uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{\"item\":2}")
+            ) { response in
+                #expect(response.status == .unauthorized)
+            }
+            try await client.execute(uri: "/api/order", method: .post, body: ByteBuffer(string: "{}")) { response in
+                #expect(response.status == .unauthorized)
+                #expect(code(response) == "missingAssertion")
+            }
+            headers[HTTPField.Name(AppAttestRequestBinding.keyIDHeader)!] = "<script>"
+            try await client.execute(uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{}"))
+            { response in
+                #expect(response.status == .badRequest)
+                #expect(!String(buffer: response.body).contains("<script>"))
+            }
+            c = try await challenge(client, purpose: "assertion", keyID: device.keyID)
+            let large = String(repeating: "x", count: 5000)
+            headers = try signed(device, path: "/api/order", body: large, challenge: c)
+            try await client.execute(
+                uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: large)
+            ) { response in
+                #expect(response.status == .contentTooLarge)
+            }
+            try await client.execute(
+                uri: "/appattest/challenge", method: .post, body: ByteBuffer(string: "{\"purpose\":1}")
+            ) { response in
+                #expect(response.status == .badRequest)
+            }
+        }
+    }
+}
