@@ -37,21 +37,6 @@ struct DeviceCheckClientTests {
         await server.stop()
     }
 
-    func expectError(
-        _ code: AppleAPIError.Code, _ fault: AppleAPIError.Fault, sourceLocation: SourceLocation = #_sourceLocation,
-        _ body: () async throws -> Void
-    ) async {
-        do {
-            try await body()
-            Issue.record("expected \(code)", sourceLocation: sourceLocation)
-        } catch let error as AppleAPIError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-            #expect(error.fault == fault, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("unexpected \(error)", sourceLocation: sourceLocation)
-        }
-    }
-
     @Test("bits: not set, then set with the month; validation")
     func bits() async throws {
         try await withStandIn { server, client, _ in

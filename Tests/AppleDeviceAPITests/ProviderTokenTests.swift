@@ -13,6 +13,22 @@ final class TestClock: Sendable {
     var function: @Sendable () -> Date { { self.now } }
 }
 
+/// Expects `body` to fail with an ``AppleAPIError`` of `code` (and of `fault`, when given).
+func expectError(
+    _ code: AppleAPIError.Code, _ fault: AppleAPIError.Fault? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async {
+    do {
+        try await body()
+        Issue.record("expected \(code)", sourceLocation: sourceLocation)
+    } catch let error as AppleAPIError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        if let fault { #expect(error.fault == fault, "\(error)", sourceLocation: sourceLocation) }
+    } catch {
+        Issue.record("unexpected \(error)", sourceLocation: sourceLocation)
+    }
+}
+
 func base64URLDecode(_ text: Substring) -> Data? {
     var value = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     while value.count % 4 != 0 { value.append("=") }

@@ -50,19 +50,6 @@ struct ReceiptRefreshClientTests {
         await server.stop()
     }
 
-    func expectError(
-        _ code: AppleAPIError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void
-    ) async {
-        do {
-            try await body()
-            Issue.record("expected \(code)", sourceLocation: sourceLocation)
-        } catch let error as AppleAPIError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("unexpected \(error)", sourceLocation: sourceLocation)
-        }
-    }
-
     @Test("200 gives a validated RECEIPT with the risk metric; 304 before its not-before; 404 when data expired")
     func refreshCycle() async throws {
         let attested = try attestation()
