@@ -152,7 +152,12 @@ public struct AppAttestVerifier: Sendable {
 
         // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (SPEC §2.2).
         let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
-        guard case .value(let extensionValue) = leaf.extensionValue(oid: AppleExtensions.nonceOID) else {
+        // Read the leaf's extensions once: the nonce and the device properties both come from them.
+        let leafExtensions = leaf.extensions
+        guard
+            case .value(let extensionValue) = X509Certificate.extensionValue(
+                oid: AppleExtensions.nonceOID, in: leafExtensions)
+        else {
             throw AppAttestError(.nonceMismatch, "credCert has no single nonce extension \(AppleExtensions.nonceOID)")
         }
         guard let certifiedNonce = AppleExtensions.nonce(fromExtensionValue: extensionValue) else {
@@ -207,7 +212,9 @@ public struct AppAttestVerifier: Sendable {
 
         let publicKey = try AttestedPublicKey(x963Representation: point)
         var osVersion: String?
-        if case .value(let properties) = leaf.extensionValue(oid: AppleExtensions.devicePropertiesOID) {
+        if case .value(let properties) = X509Certificate.extensionValue(
+            oid: AppleExtensions.devicePropertiesOID, in: leafExtensions)
+        {
             osVersion = AppleExtensions.taggedText(AppleExtensions.osVersionTag, inExtensionValue: properties)
         }
         return VerifiedAttestation(

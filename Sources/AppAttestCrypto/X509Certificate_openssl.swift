@@ -162,6 +162,11 @@ package final class X509Certificate: @unchecked Sendable {
     }
 
     package func extensionValue(oid: String) -> ExtensionLookup {
+        Self.extensionValue(oid: oid, in: extensions)
+    }
+
+    /// The same lookup in an extension list read once, for callers that need several extensions.
+    package static func extensionValue(oid: String, in extensions: [Extension]) -> ExtensionLookup {
         let matches = extensions.filter { $0.oid == oid }
         switch matches.count {
         case 0: return .absent
