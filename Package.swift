@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
         .library(name: "AppAttestHummingbird", targets: ["AppAttestHummingbird"]),
+        .library(name: "AppAttestVapor", targets: ["AppAttestVapor"]),
+        .library(name: "AppAttestServer", targets: ["AppAttestServer"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
         .executable(name: "appattest-store-worker", targets: ["appattest-store-worker"]),
@@ -36,6 +38,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // MARK: C system libraries (SPEC §9)
@@ -149,6 +155,28 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "AppAttestVapor",
+            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Vapor", package: "vapor")],
+            swiftSettings: strict
+        ),
+
+        // MARK: `appattest serve`: the verification service (Hummingbird), as a library so that tests drive it
+        .target(
+            name: "AppAttestServer",
+            dependencies: [
+                "AppAttest", "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestHummingbird",
+                "AppleDeviceAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("openapi.yaml")],
+            swiftSettings: strict
+        ),
         // A process that drives a store, for the multi-process and SIGKILL tests and the store benchmark.
         .executableTarget(
             name: "appattest-store-worker",
@@ -170,6 +198,8 @@ let package = Package(
                 "AppAttestPostgres",
                 "AppAttestCrypto",
                 "AppAttestCBOR",
+                "AppAttestServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -212,6 +242,23 @@ let package = Package(
             name: "AppAttestHummingbirdTests",
             dependencies: [
                 "AppAttestHummingbird", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestVaporTests",
+            dependencies: [
+                "AppAttestVapor", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                .product(name: "VaporTesting", package: "vapor"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestServerTests",
+            dependencies: [
+                "AppAttestServer", "AppAttestStore", "AppAttestTesting", "AppAttest",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],

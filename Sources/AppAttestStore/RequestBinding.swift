@@ -1,5 +1,5 @@
-public import AppAttest
-public import Foundation
+import AppAttest
+import Foundation
 
 /// The canonical client data of an HTTP request protected by App Attest: what the app hashes and passes to
 /// `generateAssertion`, so that an assertion is bound to one method, path, body and one-time challenge and cannot be
@@ -70,15 +70,32 @@ public enum AppAttestRequestBinding {
 }
 
 /// A stable problem description for HTTP adapters: status, code and title, never the client's bytes.
-public struct AppAttestProblem: Sendable, Hashable, Codable {
+public struct AppAttestProblem: Error, Sendable, Hashable, Codable {
     public var status: Int
     public var code: String
     public var title: String
+    /// Seconds after which a rate-limited client may try again (429).
+    public var retryAfter: Int?
 
-    public init(status: Int, code: String, title: String) {
+    public init(status: Int, code: String, title: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code
         self.title = title
+        self.retryAfter = retryAfter
+    }
+
+    /// 400 `malformed`.
+    public static func malformed(_ title: String) -> AppAttestProblem {
+        AppAttestProblem(status: 400, code: "malformed", title: title)
+    }
+
+    /// 413 `bodyTooLarge`.
+    public static let bodyTooLarge = AppAttestProblem(
+        status: 413, code: "bodyTooLarge", title: "The request body is too large")
+
+    /// 429 `rateLimited`, with the seconds to wait.
+    public static func rateLimited(retryAfter: Int) -> AppAttestProblem {
+        AppAttestProblem(status: 429, code: "rateLimited", title: "Too many requests", retryAfter: retryAfter)
     }
 
     /// 400 malformed, 401 failed verification, 409 replay, 503 store unavailable.

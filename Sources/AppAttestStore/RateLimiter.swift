@@ -1,0 +1,66 @@
+public import Foundation
+import Synchronization
+
+/// A token bucket per caller (a key, a bearer token, an address): `burst` requests at once, refilled at
+/// `ratePerSecond`. Memory is bounded: at most `maximumCallers` buckets are kept; when full, idle (refilled)
+/// buckets are dropped first, then the oldest half.
+public final class AppAttestRateLimiter: Sendable {
+    public enum Decision: Sendable, Hashable {
+        case allowed
+        /// Refused; retry after this many seconds (at least 1).
+        case limited(retryAfter: Int)
+    }
+
+    public let ratePerSecond: Double
+    public let burst: Double
+    public let maximumCallers: Int
+    private let now: @Sendable () -> TimeInterval
+
+    private struct Bucket {
+        var tokens: Double
+        var updated: TimeInterval
+    }
+
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    /// - Parameters:
+    ///   - ratePerSecond: sustained requests per second per caller (> 0).
+    ///   - burst: requests a caller may make at once (≥ 1).
+    public init(
+        ratePerSecond: Double, burst: Double, maximumCallers: Int = 100_000,
+        now: @escaping @Sendable () -> TimeInterval = { ProcessInfo.processInfo.systemUptime }
+    ) {
+        precondition(ratePerSecond > 0 && ratePerSecond.isFinite, "ratePerSecond must be positive")
+        precondition(burst >= 1 && burst.isFinite, "burst must be at least 1")
+        self.ratePerSecond = ratePerSecond
+        self.burst = burst
+        self.maximumCallers = max(1, maximumCallers)
+        self.now = now
+    }
+
+    /// Takes one token for `caller`.
+    public func acquire(_ caller: String) -> Decision {
+        let time = now()
+        return buckets.withLock { buckets in
+            var bucket = buckets[caller] ?? Bucket(tokens: burst, updated: time)
+            bucket.tokens = min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)
+            bucket.updated = time
+            guard bucket.tokens >= 1 else {
+                buckets[caller] = bucket
+                return .limited(retryAfter: max(1, Int(((1 - bucket.tokens) / ratePerSecond).rounded(.up))))
+            }
+            bucket.tokens -= 1
+            if buckets[caller] == nil, buckets.count >= maximumCallers { evict(&buckets, time: time) }
+            buckets[caller] = bucket
+            return .allowed
+        }
+    }
+
+    private func evict(_ buckets: inout [String: Bucket], time: TimeInterval) {
+        buckets = buckets.filter { time - $0.value.updated < (burst - $0.value.tokens) / ratePerSecond }
+        if buckets.count >= maximumCallers {
+            let keep = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(maximumCallers / 2)
+            buckets = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
+        }
+    }
+}

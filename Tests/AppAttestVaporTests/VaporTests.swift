@@ -1,0 +1,160 @@
+import AppAttest
+import AppAttestStore
+import AppAttestTesting
+import AppAttestVapor
+import Foundation
+import Testing
+import VaporTesting
+
+@Suite("Vapor routes and middleware")
+struct VaporMiddlewareTests {
+    static let authority = try! TestCertificateAuthority(name: "Vapor")
+    static let appID = try! AppID("VAPOR12345.com.example.app")
+
+    /// Runs `body` against an app with the routes at /appattest and a protected POST /api/order.
+    func withProtectedApp(
+        rateLimiter: AppAttestRateLimiter? = nil, _ body: (Application, SimulatedDevice) async throws -> Void
+    ) async throws {
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: Self.appID, environment: .production, trustAnchor: Self.authority.trustAnchor)),
+            store: MemoryAppAttestStore())
+        let device = try SimulatedDevice(authority: Self.authority, appID: Self.appID)
+        try await withApp { app in
+            try app.register(collection: AppAttestRouteCollection(service: service))
+            app.grouped("api").grouped(
+                AppAttestMiddleware(service: service, maximumBodySize: 4096, rateLimiter: rateLimiter)
+            )
+            .on(.POST, "order", body: .collect(maxSize: 8192)) { request async throws -> String in
+                let device = try request.auth.require(AttestedDevice.self)
+                #expect(request.attestedDevice == device)
+                return "ok counter \(device.counter) body \(request.body.string ?? "")"
+            }
+            try await body(app, device)
+        }
+    }
+
+    struct Challenge: Decodable { var challenge: String }
+
+    func code(_ response: TestingHTTPResponse) -> String? {
+        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])?["code"] as? String
+    }
+
+    func challenge(_ app: Application, purpose: String, keyID: KeyID? = nil) async throws -> [UInt8] {
+        let key = keyID.map { ",\"keyId\":\"\($0.base64EncodedString)\"" } ?? ""
+        let response = try await app.testing().sendRequest(
+            .POST, "/appattest/challenge", headers: ["Content-Type": "application/json"],
+            body: ByteBuffer(string: "{\"purpose\":\"\(purpose)\"\(key)}"))
+        #expect(response.status == .ok)
+        let decoded = try JSONDecoder().decode(Challenge.self, from: Data(buffer: response.body))
+        return try #require(AppAttestRequestBinding.decodeBase64URL(decoded.challenge))
+    }
+
+    func register(_ app: Application, _ device: SimulatedDevice) async throws {
+        let challenge = try await challenge(app, purpose: "attestation")
+        let object = try device.attest(challenge: challenge)
+        let body = """
+            {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+            "challenge":"\(AppAttestRequestBinding.base64URL(challenge))"}
+            """
+        let response = try await app.testing().sendRequest(
+            .POST, "/appattest/attestation", headers: ["Content-Type": "application/json"],
+            body: ByteBuffer(string: body))
+        #expect(response.status == .ok, "\(response.body.string)")
+    }
+
+    func signed(_ device: SimulatedDevice, path: String, body: String, challenge: [UInt8], signedPath: String? = nil)
+        throws -> HTTPHeaders
+    {
+        let clientData = AppAttestRequestBinding.clientData(
+            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
+        let assertion = try device.assert(clientData: clientData)
+        return [
+            AppAttestRequestBinding.keyIDHeader: device.keyID.base64EncodedString,
+            AppAttestRequestBinding.assertionHeader: Data(assertion).base64EncodedString(),
+            AppAttestRequestBinding.challengeHeader: AppAttestRequestBinding.base64URL(challenge),
+        ]
+    }
+
+    @Test("register, then a protected request passes once with the device in req.auth; its replay is 409")
+    func flow() async throws {
+        try await withProtectedApp { app, device in
+            try await register(app, device)
+            let c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            let headers = try signed(device, path: "/api/order", body: "{\"item\":1}", challenge: c)
+            var response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{\"item\":1}"))
+            #expect(response.status == .ok)
+            #expect(response.body.string == "ok counter 1 body {\"item\":1}")
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{\"item\":1}"))
+            #expect(response.status == .conflict)
+            #expect(response.headers.first(name: "Content-Type") == "application/problem+json")
+            // The attestation cannot be registered twice either.
+            let again = try await app.testing().sendRequest(
+                .POST, "/appattest/attestation", headers: ["Content-Type": "application/json"],
+                body: ByteBuffer(string: "{\"keyId\":1}"))
+            #expect(again.status == .badRequest)
+        }
+    }
+
+    @Test("an assertion is bound to its path and body; missing, malformed and oversized requests are refused")
+    func bindings() async throws {
+        try await withProtectedApp { app, device in
+            try await register(app, device)
+            var c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            var headers = try signed(device, path: "/api/order", body: "{}", challenge: c, signedPath: "/api/refund")
+            var response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.status == .unauthorized)
+            #expect(code(response) == "signatureInvalid")
+
+            c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            headers = try signed(device, path: "/api/order", body: "{\"item\":1}", challenge: c)
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{\"item\":2}"))
+            #expect(response.status == .unauthorized)
+
+            response = try await app.testing().sendRequest(.POST, "/api/order", body: ByteBuffer(string: "{}"))
+            #expect(response.status == .unauthorized)
+            #expect(code(response) == "missingAssertion")
+
+            headers.replaceOrAdd(name: AppAttestRequestBinding.keyIDHeader, value: "<script>")
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.status == .badRequest)
+            #expect(!response.body.string.contains("<script>"))
+
+            c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            let large = String(repeating: "x", count: 5000)
+            headers = try signed(device, path: "/api/order", body: large, challenge: c)
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: large))
+            #expect(response.status == .payloadTooLarge)
+            #expect(code(response) == "bodyTooLarge")
+
+            response = try await app.testing().sendRequest(
+                .POST, "/appattest/challenge", body: ByteBuffer(string: "{\"purpose\":1}"))
+            #expect(response.status == .badRequest)
+        }
+    }
+
+    @Test("beyond the per-key rate the middleware answers 429 with Retry-After, before any verification")
+    func rateLimited() async throws {
+        let limiter = AppAttestRateLimiter(ratePerSecond: 0.001, burst: 1)
+        try await withProtectedApp(rateLimiter: limiter) { app, device in
+            try await register(app, device)
+            var c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            var headers = try signed(device, path: "/api/order", body: "", challenge: c)
+            var response = try await app.testing().sendRequest(.POST, "/api/order", headers: headers)
+            #expect(response.status == .ok)
+            c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            headers = try signed(device, path: "/api/order", body: "", challenge: c)
+            response = try await app.testing().sendRequest(.POST, "/api/order", headers: headers)
+            #expect(response.status == .tooManyRequests)
+            #expect(code(response) == "rateLimited")
+            #expect(Int(response.headers.first(name: "Retry-After") ?? "") ?? 0 >= 1)
+        }
+    }
+}
