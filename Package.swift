@@ -165,8 +165,8 @@ let package = Package(
         .target(
             name: "AppAttestServer",
             dependencies: [
-                "AppAttest", "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestHummingbird",
-                "AppleDeviceAPI",
+                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres",
+                "AppAttestHummingbird", "AppleDeviceAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -37,7 +37,7 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
     /// A JSON body.
     public static func json(_ value: some Encodable, status: Int = 200) -> AppAttestHTTPResponse {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         // Encoding our own response types cannot fail; a failure would be a programming error, reported as 500.
         guard let data = try? encoder.encode(value) else {
@@ -49,7 +49,7 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
     /// An RFC 9457 problem (`application/problem+json`) with a stable `code`; never echoes client bytes.
     public static func problem(_ problem: AppAttestProblem) -> AppAttestHTTPResponse {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let body = (try? encoder.encode(ProblemDocument(problem))).map(Array.init) ?? Array("{}".utf8)
         var headers: [String: String] = [:]
         if let retryAfter = problem.retryAfter { headers["Retry-After"] = String(retryAfter) }

@@ -33,10 +33,18 @@ public enum AppAttestRequestBinding {
     public static func clientData(
         method: String, pathAndQuery: String, body: some Collection<UInt8>, challenge: [UInt8]
     ) -> [UInt8] {
+        clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: AppAttestSHA256.hash(body), challenge: challenge)
+    }
+
+    /// The client data for a request whose body the caller has already hashed (SHA-256, 32 bytes).
+    public static func clientData(method: String, pathAndQuery: String, bodySHA256: [UInt8], challenge: [UInt8])
+        -> [UInt8]
+    {
         var data = Array(domain.utf8) + [0]
         data += Array(method.uppercased().utf8) + [0]
         data += Array(pathAndQuery.utf8) + [0]
-        data += AppAttestSHA256.hash(body)
+        data += bodySHA256
         data += challenge
         return data
     }

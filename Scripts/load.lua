@@ -1,0 +1,127 @@
+-- wrk script for `appattest serve` (Scripts/load.sh). Arguments after `--`:
+--   MODE (ping | assert | faults)  REQUESTS-FILE  TOKEN  ACCEPTED-OUT  MAX-BODY-BYTES  THREADS (= wrk -t)
+-- assert: POST /v1/assertions/verify with the lines of REQUESTS-FILE (`DEVICE<TAB>JSON`), each thread taking the
+-- devices with DEVICE % threads == thread id, in file order, so that one device's requests are never in flight
+-- together and arrive in counter order.
+-- faults: the same, with malformed, unauthenticated, replayed and oversized requests mixed in.
+-- Every response is classified by status and problem code; accepted ones record the highest counter per key,
+-- written to ACCEPTED-OUT for `appattest load check`.
+
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+  table.insert(threads, thread)
+end
+
+function init(args)
+  mode = args[1]
+  token = args[3]
+  acceptedout = args[4]
+  maxbody = tonumber(args[5] or "131072")
+  nthreads = tonumber(args[6] or "1")
+  bodies = {}
+  if mode ~= "ping" then
+    for line in io.lines(args[2]) do
+      local device, body = line:match("^(%d+)\t(.*)$")
+      if device and (tonumber(device) % nthreads) == id then table.insert(bodies, body) end
+    end
+  end
+  nextline = 1
+  n = 0
+  sent = {}
+  received = {}
+  accepted = {}
+  recent = {}
+  exhausted = 0
+  oversized = '{"keyId":"' .. string.rep("A", maxbody) .. '"}'
+  auth = { ["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json" }
+  noauth = { ["Content-Type"] = "application/json" }
+end
+
+local function count(t, k) t[k] = (t[k] or 0) + 1 end
+
+local function valid()
+  if nextline > #bodies then
+    count(sent, "exhausted")
+    return wrk.format("GET", "/ping")
+  end
+  local body = bodies[nextline]
+  nextline = nextline + 1
+  recent[#recent + 1] = body
+  count(sent, "valid")
+  return wrk.format("POST", "/v1/assertions/verify", auth, body)
+end
+
+function request()
+  if mode == "ping" then return wrk.format("GET", "/ping") end
+  n = n + 1
+  if mode == "faults" then
+    local r = n % 20
+    if r == 3 then
+      count(sent, "malformed")
+      return wrk.format("POST", "/v1/assertions/verify", auth, '{"keyId":"!!","assertion":' .. n .. '}')
+    elseif r == 7 then
+      count(sent, "unauthenticated")
+      return wrk.format("POST", "/v1/assertions/verify", noauth, bodies[1])
+    elseif r == 11 and #recent > 500 then
+      count(sent, "replayed")
+      return wrk.format("POST", "/v1/assertions/verify", auth, recent[#recent - 500])
+    elseif n % 200 == 13 then
+      count(sent, "oversized")
+      return wrk.format("POST", "/v1/assertions/verify", auth, oversized)
+    end
+  end
+  return valid()
+end
+
+function response(status, headers, body)
+  if mode == "ping" then count(received, "status" .. status); return end
+  if status == 200 then
+    local key = body:match('"keyId":"([^"]+)"')
+    local c = tonumber(body:match('"counter":(%d+)'))
+    if key and c then
+      count(received, "accepted")
+      if (accepted[key] or 0) < c then accepted[key] = c end
+    else
+      count(received, "status200")
+    end
+  else
+    count(received, (body:match('"code":"([^"]+)"') or ("status" .. status)) .. " " .. status)
+  end
+end
+
+function done(summary, latency, requests)
+  local totals = { sent = {}, received = {} }
+  local keys = {}
+  for _, thread in ipairs(threads) do
+    for _, what in ipairs({ "sent", "received" }) do
+      local t = thread:get(what)
+      for k, v in pairs(t) do totals[what][k] = (totals[what][k] or 0) + v end
+    end
+    for k, v in pairs(thread:get("accepted")) do
+      if (keys[k] or 0) < v then keys[k] = v end
+    end
+  end
+  local seconds = summary.duration / 1e6
+  io.write(string.format("RESULT mode=%s requests=%d rps=%.0f p50=%.2fms p99=%.2fms socket_errors=%d non2xx=%d\n", threads[1]:get("mode"),
+    summary.requests, summary.requests / seconds, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    summary.errors.status))
+  for _, what in ipairs({ "sent", "received" }) do
+    local names = {}
+    for k in pairs(totals[what]) do table.insert(names, k) end
+    table.sort(names)
+    local parts = {}
+    for _, k in ipairs(names) do table.insert(parts, k .. "=" .. totals[what][k]) end
+    io.write(what:upper() .. " " .. table.concat(parts, ", ") .. "\n")
+  end
+  local out = threads[1]:get("acceptedout")
+  if out then
+    local f = io.open(out, "w")
+    for k, v in pairs(keys) do f:write(k .. " " .. v .. "\n") end
+    f:close()
+  end
+end

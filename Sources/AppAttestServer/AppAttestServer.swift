@@ -1,0 +1,174 @@
+import AppAttest
+import AppAttestHummingbird
+import AppAttestPostgres
+import AppAttestSQLite
+public import AppAttestStore
+import AppleDeviceAPI
+public import Foundation
+import HTTPTypes
+public import Hummingbird
+public import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The request context of `appattest serve`: who called.
+public struct ServerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The name of the caller's bearer token.
+    public var caller: String?
+
+    public init(source: Source) {
+        coreContext = .init(source: source)
+    }
+}
+
+/// `appattest serve`: App Attest verification as a JSON service for other services (Hummingbird), on SQLite or
+/// PostgreSQL. The API is `openapi.yaml` (served at `/openapi.yaml`).
+public final class AppAttestServer: Sendable {
+    public let configuration: ServerConfiguration
+    /// nil when no App ID is configured: attestation and assertion operations answer 503 `notConfigured`.
+    public let service: AppAttestService?
+    public let store: any AppAttestStore
+    public let metrics: ServerMetrics
+    public let logger: Logger
+    let tokens: BearerTokens
+    let operations: AppAttestHTTPOperations?
+    let rateLimiter: AppAttestRateLimiter?
+    let refresher: ReceiptRefresher?
+    private let closeStore: @Sendable () async -> Void
+
+    /// Opens the store, checks the configuration, and loads the tokens (generating one into `tokenFile`, mode
+    /// 0600, when none is configured).
+    public static func open(
+        configuration: ServerConfiguration, metrics: ServerMetrics = ServerMetrics(),
+        logger: Logger = Logger(label: "appattest.serve"), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> AppAttestServer {
+        var configuration = configuration
+        let verifierConfiguration = try configuration.verifierConfiguration()
+        if configuration.tokens.isEmpty {
+            configuration.tokens = [try Self.generatedToken(file: configuration.tokenFile, logger: logger)]
+        }
+        let refresher = try configuration.apple.map { apple throws -> ReceiptRefresher in
+            try ReceiptRefresher(apple, logger: logger)
+        }
+        let store: any AppAttestStore
+        let closeStore: @Sendable () async -> Void
+        if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
+            let postgres = try await PostgresAppAttestStore.connect(url: configuration.database, logger: logger)
+            store = postgres
+            closeStore = { postgres.shutdown() }
+        } else {
+            let path =
+                configuration.database.hasPrefix("sqlite:")
+                ? String(configuration.database.dropFirst("sqlite:".count)) : configuration.database
+            store = try SQLiteAppAttestStore(path: path)
+            closeStore = {}
+        }
+        var service: AppAttestService?
+        if let verifierConfiguration {
+            let verifier = try AppAttestVerifier(configuration: verifierConfiguration)
+            service = AppAttestService(
+                verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds, now: now)
+        } else {
+            logger.warning("no App ID configured: attestations and assertions answer 503 notConfigured")
+        }
+        return AppAttestServer(
+            configuration: configuration, service: service, store: store, metrics: metrics, logger: logger,
+            refresher: refresher, closeStore: closeStore)
+    }
+
+    private init(
+        configuration: ServerConfiguration, service: AppAttestService?, store: any AppAttestStore,
+        metrics: ServerMetrics, logger: Logger, refresher: ReceiptRefresher?,
+        closeStore: @escaping @Sendable () async -> Void
+    ) {
+        self.configuration = configuration
+        self.service = service
+        self.store = store
+        self.metrics = metrics
+        self.logger = logger
+        self.tokens = BearerTokens(configuration.tokens)
+        self.operations = service.map { AppAttestHTTPOperations(service: $0) }
+        self.rateLimiter = configuration.rateLimit.map {
+            AppAttestRateLimiter(ratePerSecond: $0.requestsPerSecond, burst: $0.burst)
+        }
+        self.refresher = refresher
+        self.closeStore = closeStore
+    }
+
+    /// Closes the store (after the HTTP server stopped).
+    public func close() async { await closeStore() }
+
+    /// The Hummingbird application on the configured host and port.
+    public func makeApplication() -> some ApplicationProtocol {
+        Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "appattest"),
+            logger: logger)
+    }
+
+    /// Serves until SIGTERM or SIGINT, lets in-flight requests finish (their counters are stored before they
+    /// answer), then closes the store.
+    public func run() async throws {
+        let app = makeApplication()
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do { try await group.run() } catch {
+            await close()
+            throw error
+        }
+        await close()
+        logger.info("stopped")
+    }
+
+    static func generatedToken(file: String, logger: Logger) throws -> ServerConfiguration.Token {
+        if let data = FileManager.default.contents(atPath: file),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+            text.utf8.count >= 16
+        {
+            logger.info("bearer token read from \(file)")
+            return .init(name: "generated", token: text)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let token = AppAttestRequestBinding.base64URL(
+            (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        guard
+            FileManager.default.createFile(
+                atPath: file, contents: Data((token + "\n").utf8),
+                attributes: [
+                    .posixPermissions: 0o600
+                ])
+        else { throw ServerConfigurationError("cannot write the generated token to \(file)") }
+        logger.notice("no bearer token configured: generated one into \(file)")
+        return .init(name: "generated", token: token)
+    }
+}
+
+/// Refreshes receipts at Apple (or a stand-in) with the team's provider key (SPEC §4.5).
+struct ReceiptRefresher: Sendable {
+    let clients: [AppAttestEnvironment: ReceiptRefreshClient]
+
+    init(_ apple: ServerConfiguration.Apple, logger: Logger) throws {
+        guard let pem = FileManager.default.contents(atPath: apple.privateKeyFile), pem.count <= 16 * 1024,
+            let text = String(data: pem, encoding: .utf8)
+        else { throw ServerConfigurationError("cannot read the Apple private key \(apple.privateKeyFile)") }
+        let tokens = ProviderTokenSource(
+            credentials: try ProviderCredentials(
+                teamID: apple.teamId, keyID: apple.keyId, p8: text))
+        var anchor = TrustAnchor.appleRootCAG3
+        if let path = apple.testingReceiptRootCertificate {
+            anchor = .customRootForTesting(derRepresentation: try ServerConfiguration.pem(path))
+        }
+        let validator = try AppAttestReceiptValidator(configuration: .init(trustAnchor: anchor))
+        let endpoint = try apple.endpoint.map { (url) throws -> AppleEndpoint in try AppleEndpoint(baseURL: url) }
+        var clients: [AppAttestEnvironment: ReceiptRefreshClient] = [:]
+        for environment in AppAttestEnvironment.allCases {
+            clients[environment] = ReceiptRefreshClient(
+                tokens: tokens, environment: environment == .production ? .production : .development,
+                endpoint: endpoint, validator: validator, logger: logger)
+        }
+        self.clients = clients
+    }
+}

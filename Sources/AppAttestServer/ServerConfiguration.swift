@@ -1,0 +1,230 @@
+public import AppAttest
+import Foundation
+
+/// The configuration of `appattest serve`: a JSON file (see `appattest.sample.json`), then environment variables,
+/// then command-line options, each overriding the one before.
+///
+/// | JSON | Environment variable | Meaning |
+/// |---|---|---|
+/// | `host`, `port` | `APPATTEST_HOST`, `APPATTEST_PORT` | where to listen (127.0.0.1:8080) |
+/// | `database` | `APPATTEST_DATABASE` | `sqlite:PATH` (default `sqlite:appattest.sqlite`) or `postgres://…` |
+/// | `apps` | `APPATTEST_APPS` | App IDs and environments: `TEAM.bundle=production+development,…` |
+/// | `tokens` | `APPATTEST_TOKENS` | caller bearer tokens, `name:token,…` (several, for rotation) |
+/// | `tokenFile` | `APPATTEST_TOKEN_FILE` | where a generated token is written when none is configured |
+/// | `maximumBodyBytes` | `APPATTEST_MAX_BODY_BYTES` | request size limit (128 KiB) |
+/// | `rateLimit` | `APPATTEST_RATE_LIMIT` | per caller: `RATE/BURST` requests per second (`1000/2000`) |
+/// | `challengeLifetimeSeconds` | | challenge lifetime (300) |
+/// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
+/// | `apple` | `APPATTEST_APPLE_*` | provider key for receipt refresh |
+public struct ServerConfiguration: Sendable, Codable, Hashable {
+    public struct App: Sendable, Codable, Hashable {
+        public var appId: String
+        public var environments: [String]
+
+        public init(appId: String, environments: [String]) {
+            self.appId = appId
+            self.environments = environments
+        }
+    }
+
+    public struct Token: Sendable, Codable, Hashable {
+        /// Who uses it; logged, unlike the token.
+        public var name: String
+        public var token: String
+
+        public init(name: String, token: String) {
+            self.name = name
+            self.token = token
+        }
+    }
+
+    public struct RateLimit: Sendable, Codable, Hashable {
+        public var requestsPerSecond: Double
+        public var burst: Double
+
+        public init(requestsPerSecond: Double, burst: Double) {
+            self.requestsPerSecond = requestsPerSecond
+            self.burst = burst
+        }
+    }
+
+    /// Apple's receipt refresh: the provider key of the team.
+    public struct Apple: Sendable, Codable, Hashable {
+        public var teamId: String
+        public var keyId: String
+        /// Path of the `.p8` file.
+        public var privateKeyFile: String
+        /// Another base URL than Apple's (a stand-in, for tests).
+        public var endpoint: String?
+        /// PEM of a test root for refreshed receipts instead of Apple Root CA - G3 (with `endpoint`, for tests).
+        public var testingReceiptRootCertificate: String?
+
+        public init(
+            teamId: String, keyId: String, privateKeyFile: String, endpoint: String? = nil,
+            testingReceiptRootCertificate: String? = nil
+        ) {
+            self.teamId = teamId
+            self.keyId = keyId
+            self.privateKeyFile = privateKeyFile
+            self.endpoint = endpoint
+            self.testingReceiptRootCertificate = testingReceiptRootCertificate
+        }
+    }
+
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    public var database: String = "sqlite:appattest.sqlite"
+    public var apps: [App] = []
+    public var tokens: [Token] = []
+    public var tokenFile: String = "appattest-token"
+    public var maximumBodyBytes: Int = 128 * 1024
+    public var rateLimit: RateLimit? = RateLimit(requestsPerSecond: 1000, burst: 2000)
+    public var challengeLifetimeSeconds: Double = 300
+    public var testingRootCertificate: String?
+    public var apple: Apple?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
+            testingRootCertificate, apple
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = ServerConfiguration()
+        host = try container.decodeIfPresent(String.self, forKey: .host) ?? defaults.host
+        port = try container.decodeIfPresent(Int.self, forKey: .port) ?? defaults.port
+        database = try container.decodeIfPresent(String.self, forKey: .database) ?? defaults.database
+        apps = try container.decodeIfPresent([App].self, forKey: .apps) ?? []
+        tokens = try container.decodeIfPresent([Token].self, forKey: .tokens) ?? []
+        tokenFile = try container.decodeIfPresent(String.self, forKey: .tokenFile) ?? defaults.tokenFile
+        maximumBodyBytes =
+            try container.decodeIfPresent(Int.self, forKey: .maximumBodyBytes) ?? defaults.maximumBodyBytes
+        rateLimit =
+            container.contains(.rateLimit)
+            ? try container.decodeIfPresent(RateLimit.self, forKey: .rateLimit) : defaults.rateLimit
+        challengeLifetimeSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .challengeLifetimeSeconds)
+            ?? defaults.challengeLifetimeSeconds
+        testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
+        apple = try container.decodeIfPresent(Apple.self, forKey: .apple)
+    }
+
+    /// Reads a JSON configuration file (at most 1 MiB).
+    public static func load(file path: String) throws(ServerConfigurationError) -> ServerConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ServerConfigurationError("cannot read \(path)")
+        }
+        guard data.count <= 1024 * 1024 else { throw ServerConfigurationError("\(path) is larger than 1 MiB") }
+        do { return try JSONDecoder().decode(ServerConfiguration.self, from: data) } catch {
+            throw ServerConfigurationError("\(path): \(error)")
+        }
+    }
+
+    /// Applies the `APPATTEST_*` environment variables.
+    public mutating func apply(environment: [String: String]) throws(ServerConfigurationError) {
+        if let value = environment["APPATTEST_HOST"] { host = value }
+        if let value = environment["APPATTEST_PORT"] {
+            guard let port = Int(value) else { throw ServerConfigurationError("APPATTEST_PORT is not a number") }
+            self.port = port
+        }
+        if let value = environment["APPATTEST_DATABASE"] { database = value }
+        if let value = environment["APPATTEST_APPS"] {
+            apps = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> App in
+                let parts = entry.split(separator: "=", maxSplits: 1)
+                let environments = parts.count == 2 ? parts[1].split(separator: "+").map(String.init) : ["production"]
+                return App(appId: String(parts[0]).trimmingCharacters(in: .whitespaces), environments: environments)
+            }
+        }
+        if let value = environment["APPATTEST_TOKENS"] {
+            tokens = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> Token in
+                let parts = entry.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2 else {
+                    throw ServerConfigurationError("APPATTEST_TOKENS entries are name:token")
+                }
+                return Token(name: String(parts[0]), token: String(parts[1]))
+            }
+        }
+        if let value = environment["APPATTEST_TOKEN_FILE"] { tokenFile = value }
+        if let value = environment["APPATTEST_MAX_BODY_BYTES"] {
+            guard let bytes = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_MAX_BODY_BYTES is not a number")
+            }
+            maximumBodyBytes = bytes
+        }
+        if let value = environment["APPATTEST_RATE_LIMIT"] {
+            if value == "off" {
+                rateLimit = nil
+            } else {
+                let parts = value.split(separator: "/").compactMap { Double($0) }
+                guard parts.count == 2 else {
+                    throw ServerConfigurationError("APPATTEST_RATE_LIMIT is RATE/BURST or off")
+                }
+                rateLimit = RateLimit(requestsPerSecond: parts[0], burst: parts[1])
+            }
+        }
+        if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
+        if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
+            let file = environment["APPATTEST_APPLE_PRIVATE_KEY_FILE"]
+        {
+            apple = Apple(
+                teamId: team, keyId: key, privateKeyFile: file, endpoint: environment["APPATTEST_APPLE_ENDPOINT"],
+                testingReceiptRootCertificate: environment["APPATTEST_APPLE_TESTING_RECEIPT_ROOT"])
+        }
+    }
+
+    /// Checks the values and builds the verifier configuration (nil when no App ID is configured).
+    public func verifierConfiguration() throws(ServerConfigurationError) -> AppAttestVerifier.Configuration? {
+        guard (1...65535).contains(port) else { throw ServerConfigurationError("port \(port) is out of range") }
+        guard (1024...(64 * 1024 * 1024)).contains(maximumBodyBytes) else {
+            throw ServerConfigurationError("maximumBodyBytes must be between 1 KiB and 64 MiB")
+        }
+        if let rateLimit {
+            guard rateLimit.requestsPerSecond > 0, rateLimit.requestsPerSecond.isFinite, rateLimit.burst >= 1,
+                rateLimit.burst.isFinite
+            else { throw ServerConfigurationError("rateLimit needs requestsPerSecond > 0 and burst ≥ 1") }
+        }
+        guard challengeLifetimeSeconds > 0, challengeLifetimeSeconds <= 86400 else {
+            throw ServerConfigurationError("challengeLifetimeSeconds must be in (0, 86400]")
+        }
+        for token in tokens where token.token.utf8.count < 16 {
+            throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")
+        }
+        guard !apps.isEmpty else { return nil }
+        var configured: [AppID: Set<AppAttestEnvironment>] = [:]
+        for app in apps {
+            let appID: AppID
+            do { appID = try AppID(app.appId) } catch { throw ServerConfigurationError("App ID: \(error.reason)") }
+            for name in app.environments {
+                guard let environment = AppAttestEnvironment(rawValue: name) else {
+                    throw ServerConfigurationError("environment \(name) is not production or development")
+                }
+                configured[appID, default: []].insert(environment)
+            }
+        }
+        var anchor = TrustAnchor.appleAppAttestationRoot
+        if let path = testingRootCertificate { anchor = .customRootForTesting(derRepresentation: try Self.pem(path)) }
+        return AppAttestVerifier.Configuration(apps: configured, trustAnchor: anchor)
+    }
+
+    /// The DER of the first certificate in a PEM (or DER) file.
+    static func pem(_ path: String) throws(ServerConfigurationError) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path), data.count <= 64 * 1024 else {
+            throw ServerConfigurationError("cannot read the certificate \(path)")
+        }
+        guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") else {
+            return Array(data)
+        }
+        let body = text.components(separatedBy: "-----BEGIN CERTIFICATE-----")[1]
+            .components(separatedBy: "-----END CERTIFICATE-----")[0].filter { !$0.isWhitespace }
+        guard let der = Data(base64Encoded: body) else { throw ServerConfigurationError("\(path) is not PEM") }
+        return Array(der)
+    }
+}
+
+/// A configuration that cannot be used.
+public struct ServerConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

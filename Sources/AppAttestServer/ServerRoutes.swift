@@ -1,0 +1,386 @@
+import AppAttest
+import AppAttestHummingbird
+import AppAttestStore
+import AppleDeviceAPI
+import Foundation
+import HTTPTypes
+public import Hummingbird
+import Logging
+import NIOCore
+
+extension AppAttestServer {
+    /// The routes of `openapi.yaml`.
+    public func makeRouter() -> Router<ServerRequestContext> {
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: MetricsMiddleware())
+        // A trivial route: the ceiling of the HTTP stack in load tests.
+        router.get("ping") { _, _ in "pong" }
+        router.get("health") { _, _ in await self.health() }
+        router.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(
+                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))
+        }
+        router.get("openapi.yaml") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPI)))
+        }
+        let v1 = router.group("v1").add(middleware: CallerMiddleware(server: self))
+        v1.post("challenges") { request, context in
+            try await self.json(request, context, operation: "challenge") { (body: ChallengeRequest) in
+                await self.challenge(body)
+            }
+        }
+        v1.post("attestations") { request, context in
+            try await self.json(request, context, operation: "attestation") { (body: AttestationRequest) in
+                await self.attestation(body)
+            }
+        }
+        v1.post("assertions/verify") { request, context in
+            try await self.json(request, context, operation: "assertion") { (body: AssertionRequest) in
+                await self.assertion(body)
+            }
+        }
+        v1.get("keys/:keyId") { request, context in
+            await self.keyOperation(context, operation: "key") { keyID in await self.key(keyID) }
+        }
+        v1.post("keys/:keyId/revoke") { request, context in
+            await self.keyOperation(context, operation: "revoke") { keyID in await self.revoke(keyID) }
+        }
+        v1.post("keys/:keyId/receipt/refresh") { request, context in
+            await self.keyOperation(context, operation: "receiptRefresh") { keyID in await self.refresh(keyID) }
+        }
+        return router
+    }
+
+    static let openAPI: [UInt8] = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+            let data = try? Data(contentsOf: url)
+        else { return Array("openapi.yaml is missing from the bundle\n".utf8) }
+        return Array(data)
+    }()
+
+    // MARK: Request and response bodies (openapi.yaml)
+
+    struct ChallengeRequest: Decodable {
+        var purpose: String
+        var keyId: String?
+        var userId: String?
+    }
+
+    struct ChallengeResponse: Encodable {
+        var challenge: String
+        var expiresAt: Date
+    }
+
+    struct AttestationRequest: Decodable {
+        var keyId: String
+        var attestationObject: String
+        var challenge: String
+        var userId: String?
+    }
+
+    struct BoundRequest: Decodable {
+        var method: String
+        var pathAndQuery: String
+        var bodySha256: String
+        var challenge: String
+    }
+
+    struct AssertionRequest: Decodable {
+        var keyId: String
+        var assertion: String
+        var clientData: String?
+        var challenge: String?
+        var request: BoundRequest?
+    }
+
+    struct KeyResponse: Encodable {
+        var keyId: String
+        var userId: String?
+        var appId: String
+        var environment: String
+        var counter: UInt32
+        var riskMetric: Int?
+        var createdAt: Date
+        var receiptUpdatedAt: Date
+        var revokedAt: Date?
+
+        init(_ record: KeyRecord) {
+            keyId = record.keyID.base64EncodedString
+            userId = record.userID
+            appId = record.appID.rawValue
+            environment = record.environment.rawValue
+            counter = record.counter
+            riskMetric = record.riskMetric
+            createdAt = record.createdAt
+            receiptUpdatedAt = record.receiptUpdatedAt
+            revokedAt = record.revokedAt
+        }
+    }
+
+    struct RevokeResponse: Encodable {
+        var keyId: String
+        var revoked: Bool
+    }
+
+    struct RefreshResponse: Encodable {
+        var keyId: String
+        /// refreshed, notModified or noData.
+        var outcome: String
+        var riskMetric: Int?
+        var receiptCreatedAt: Date?
+    }
+
+    static let notConfigured = AppAttestProblem(
+        status: 503, code: "notConfigured", title: "No App ID is configured on this server")
+
+    // MARK: Operations
+
+    func challenge(_ body: ChallengeRequest) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(body.purpose),
+            body.userId.map({ $0.utf8.count <= 256 }) ?? true
+        else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
+        var keyID: KeyID?
+        if let text = body.keyId {
+            guard let parsed = try? KeyID(base64Encoded: text) else {
+                return .problem(.malformed("keyId is not Base64 of 32 bytes"))
+            }
+            keyID = parsed
+        }
+        do {
+            let issued = try await service.issueChallenge(purpose: body.purpose, keyID: keyID, userID: body.userId)
+            return .json(
+                ChallengeResponse(
+                    challenge: AppAttestRequestBinding.base64URL(issued.challenge), expiresAt: issued.expiresAt))
+        } catch {
+            return .problem(AppAttestProblem(error))
+        }
+    }
+
+    func attestation(_ body: AttestationRequest) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        guard let keyID = try? KeyID(base64Encoded: body.keyId),
+            let object = AppAttestRequestBinding.decodeBase64(
+                body.attestationObject, limit: AttestationObject.maximumSize),
+            let challenge = AppAttestRequestBinding.decodeBase64URL(body.challenge, limit: 1024),
+            body.userId.map({ $0.utf8.count <= 256 }) ?? true
+        else { return .problem(.malformed("Expected keyId, attestationObject and challenge")) }
+        do {
+            let record = try await service.registerAttestation(
+                object, keyID: keyID, challenge: challenge, userID: body.userId)
+            return .json(KeyResponse(record))
+        } catch {
+            return .problem(AppAttestProblem(error))
+        }
+    }
+
+    func assertion(_ body: AssertionRequest) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        guard let keyID = try? KeyID(base64Encoded: body.keyId),
+            let assertion = AppAttestRequestBinding.decodeBase64(body.assertion, limit: AssertionObject.maximumSize)
+        else { return .problem(.malformed("Expected keyId and assertion")) }
+        let clientData: [UInt8]
+        var challenge: [UInt8]?
+        switch (body.clientData, body.request) {
+        case (let text?, nil):
+            guard let data = AppAttestRequestBinding.decodeBase64(text, limit: 64 * 1024) else {
+                return .problem(.malformed("clientData is not Base64 (at most 64 KiB)"))
+            }
+            clientData = data
+            if let text = body.challenge {
+                guard let bytes = AppAttestRequestBinding.decodeBase64URL(text, limit: 1024) else {
+                    return .problem(.malformed("challenge is not Base64URL"))
+                }
+                challenge = bytes
+            }
+        case (nil, let bound?):
+            guard body.challenge == nil,
+                let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64), hash.count == 32,
+                let bytes = AppAttestRequestBinding.decodeBase64URL(bound.challenge, limit: 1024),
+                bound.method.utf8.count <= 16, bound.pathAndQuery.utf8.count <= 8192
+            else { return .problem(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
+            challenge = bytes
+            clientData = AppAttestRequestBinding.clientData(
+                method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+        default:
+            return .problem(.malformed("Give exactly one of clientData and request"))
+        }
+        do {
+            let authenticated = try await service.authenticateAssertion(
+                assertion, clientData: clientData, keyID: keyID, challenge: challenge)
+            return .json(KeyResponse(authenticated.key))
+        } catch {
+            return .problem(AppAttestProblem(error))
+        }
+    }
+
+    func key(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        do {
+            guard let record = try await store.key(keyID) else { return .problem(Self.unknownKey) }
+            return .json(KeyResponse(record))
+        } catch {
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        }
+    }
+
+    func revoke(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        do {
+            guard try await store.key(keyID) != nil else { return .problem(Self.unknownKey) }
+            let revoked = try await store.revokeKey(keyID, at: Date())
+            logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(revoked)"])
+            return .json(RevokeResponse(keyId: keyID.base64EncodedString, revoked: true))
+        } catch {
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        }
+    }
+
+    func refresh(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let refresher else {
+            return .problem(
+                .init(status: 503, code: "receiptRefreshNotConfigured", title: "No Apple provider key is configured"))
+        }
+        let record: KeyRecord
+        do {
+            guard let found = try await store.key(keyID) else { return .problem(Self.unknownKey) }
+            record = found
+        } catch {
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        }
+        guard record.revokedAt == nil else {
+            return .problem(.init(status: 409, code: "keyRevoked", title: "The key was revoked"))
+        }
+        do {
+            let publicKey = try AttestedPublicKey(x963Representation: record.publicKey)
+            let client = refresher.clients[record.environment]!
+            switch try await client.refresh(record.receipt, appID: record.appID, publicKey: publicKey) {
+            case .refreshed(let receipt):
+                _ = try await store.updateReceipt(
+                    keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: Date())
+                return .json(
+                    RefreshResponse(
+                        keyId: keyID.base64EncodedString, outcome: "refreshed", riskMetric: receipt.riskMetric,
+                        receiptCreatedAt: receipt.creationTime))
+            case .notModified:
+                return .json(RefreshResponse(keyId: keyID.base64EncodedString, outcome: "notModified"))
+            case .noData:
+                return .json(RefreshResponse(keyId: keyID.base64EncodedString, outcome: "noData"))
+            }
+        } catch let error as AppleAPIError {
+            logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(error.code)"])
+            return .problem(.init(status: 502, code: "apple.\(error.code)", title: "Apple's receipt service refused"))
+        } catch let error as StoreError {
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        } catch {
+            return .problem(.init(status: 500, code: "internal", title: "Internal error"))
+        }
+    }
+
+    func health() async -> Response {
+        // A read proves the store answers; the key cannot exist (all zeros is not SHA-256 of a point in practice).
+        let probe = try! KeyID(rawValue: [UInt8](repeating: 0, count: 32))
+        do {
+            _ = try await store.key(probe)
+            return response(.json(["status": "ok", "store": "ok"]))
+        } catch {
+            return response(.json(["status": "unavailable", "store": "unavailable"], status: 503))
+        }
+    }
+
+    static let unknownKey = AppAttestProblem(status: 404, code: "unknownKey", title: "No such key")
+
+    // MARK: Plumbing
+
+    /// Decodes a JSON body, runs the operation, records its outcome and duration.
+    func json<Body: Decodable>(
+        _ request: Request, _ context: ServerRequestContext, operation: String,
+        _ body: (Body) async -> AppAttestHTTPResponse
+    ) async throws -> Response {
+        let start = ContinuousClock.now
+        let result: AppAttestHTTPResponse
+        let bytes = try await request.body.collect(upTo: configuration.maximumBodyBytes)
+        if let decoded = try? JSONDecoder().decode(Body.self, from: Data(buffer: bytes)) {
+            result = await body(decoded)
+        } else {
+            result = .problem(.malformed("The body is not the JSON this operation expects"))
+        }
+        return finish(result, context, operation: operation, start: start)
+    }
+
+    func keyOperation(
+        _ context: ServerRequestContext, operation: String, _ body: (KeyID) async -> AppAttestHTTPResponse
+    ) async -> Response {
+        let start = ContinuousClock.now
+        let result: AppAttestHTTPResponse
+        if let text = context.parameters.get("keyId"),
+            let raw = AppAttestRequestBinding.decodeBase64URL(text, limit: 64),
+            let keyID = try? KeyID(rawValue: raw)
+        {
+            result = await body(keyID)
+        } else {
+            result = .problem(.malformed("keyId in the path is Base64URL of 32 bytes"))
+        }
+        return finish(result, context, operation: operation, start: start)
+    }
+
+    private func finish(
+        _ result: AppAttestHTTPResponse, _ context: ServerRequestContext, operation: String,
+        start: ContinuousClock.Instant
+    ) -> Response {
+        let duration = ContinuousClock.now - start
+        let code = result.status < 300 ? nil : Self.code(of: result)
+        metrics.record(operation: operation, code: code, duration: duration)
+        context.logger.debug(
+            "\(operation)",
+            metadata: [
+                "caller": "\(context.caller ?? "-")", "status": "\(result.status)", "code": "\(code ?? "ok")",
+                "ms": "\(Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)",
+            ])
+        return response(result)
+    }
+
+    static func code(of result: AppAttestHTTPResponse) -> String {
+        struct Code: Decodable { var code: String }
+        return (try? JSONDecoder().decode(Code.self, from: Data(result.body)))?.code ?? "status\(result.status)"
+    }
+}
+
+/// Authenticates the caller (bearer token), applies its rate limit and the body size limit.
+struct CallerMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let server: AppAttestServer
+
+    func handle(
+        _ request: Request, context: ServerRequestContext,
+        next: (Request, ServerRequestContext) async throws -> Response
+    ) async throws -> Response {
+        guard let caller = server.tokens.caller(authorization: request.headers[.authorization]) else {
+            server.metrics.refused("unauthorized")
+            var refused = response(
+                .problem(.init(status: 401, code: "unauthorized", title: "A valid bearer token is required")))
+            refused.headers[.wwwAuthenticate] = "Bearer"
+            return refused
+        }
+        if let limiter = server.rateLimiter, case .limited(let retryAfter) = limiter.acquire(caller) {
+            server.metrics.refused("rateLimited")
+            return response(.problem(.rateLimited(retryAfter: retryAfter)))
+        }
+        var request = request
+        let limit = server.configuration.maximumBodyBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            server.metrics.refused("bodyTooLarge")
+            return response(.problem(.bodyTooLarge))
+        }
+        do { request.body = .init(buffer: try await request.body.collect(upTo: limit)) } catch {
+            server.metrics.refused("bodyTooLarge")
+            return response(.problem(.bodyTooLarge))
+        }
+        var context = context
+        context.caller = caller
+        context.logger[metadataKey: "caller"] = "\(caller)"
+        return try await next(request, context)
+    }
+}

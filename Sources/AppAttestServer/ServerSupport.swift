@@ -1,0 +1,92 @@
+import AppAttest
+import AppAttestCrypto
+import Foundation
+import Metrics
+public import Prometheus
+
+/// The callers' bearer tokens, kept as SHA-256 digests and compared in constant time: every configured token is
+/// compared on every request, so the time taken says nothing about which one (or how much of one) matched.
+struct BearerTokens: Sendable {
+    private let entries: [(name: String, digest: [UInt8])]
+
+    init(_ tokens: [ServerConfiguration.Token]) {
+        entries = tokens.map { ($0.name, AppAttestSHA256.hash(Array($0.token.utf8))) }
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// The name of the caller whose token is in `authorization` (`Bearer …`), or nil.
+    func caller(authorization: String?) -> String? {
+        guard let authorization, authorization.utf8.count <= 1024 else { return nil }
+        let prefix = "bearer "
+        guard authorization.lowercased().hasPrefix(prefix) else { return nil }
+        let presented = AppAttestSHA256.hash(Array(authorization.utf8.dropFirst(prefix.utf8.count)))
+        var found: String?
+        for entry in entries where constantTimeEquals(entry.digest, presented) && found == nil {
+            found = entry.name
+        }
+        return found
+    }
+}
+
+/// The service's Prometheus metrics.
+public final class ServerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    static let buckets: [Duration] = [
+        .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .seconds(2.5),
+    ]
+
+    static var verifications: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "appattest", metricName: "verifications", unitName: "total",
+            helpText: "Operations by outcome: result accepted or refused, code ok or the problem code")
+    }
+    static var durations: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "appattest", metricName: "operation_duration", unitName: "seconds",
+            helpText: "Time to answer an operation, store included")
+    }
+    static var refusals: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "appattest", metricName: "http_refusals", unitName: "total",
+            helpText: "Requests refused before any operation: unauthorized, rateLimited, bodyTooLarge")
+    }
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+    }
+
+    /// One operation's outcome: `appattest_verifications_total{operation, result, code}` and
+    /// `appattest_operation_duration_seconds{operation, result}`.
+    func record(operation: String, code: String?, duration: Duration) {
+        let result = code == nil ? "accepted" : "refused"
+        registry.makeCounter(
+            descriptor: Self.verifications,
+            labels: [("operation", operation), ("result", result), ("code", code ?? "ok")]
+        ).increment()
+        registry.makeDurationHistogram(
+            descriptor: Self.durations, labels: [("operation", operation), ("result", result)],
+            buckets: Self.buckets
+        ).record(duration)
+    }
+
+    /// A request refused before any operation (authentication, size, rate): `appattest_http_refusals_total`.
+    func refused(_ code: String) {
+        registry.makeCounter(descriptor: Self.refusals, labels: [("code", code)]).increment()
+    }
+
+    /// Makes this registry the process's swift-metrics backend, so that the HTTP metrics of Hummingbird's
+    /// `MetricsMiddleware` (and any library using swift-metrics) appear in `/metrics`. Once per process.
+    public func bootstrapMetricsSystem() {
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+    }
+
+    /// The Prometheus text exposition.
+    func exposition() -> [UInt8] {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}

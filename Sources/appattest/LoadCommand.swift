@@ -1,0 +1,201 @@
+import AppAttest
+import AppAttestStore
+import AppAttestTesting
+import ArgumentParser
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+
+/// `appattest load`: simulated devices for load-testing `appattest serve` with wrk (Scripts/load.sh).
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Simulated devices and request files for load-testing appattest serve (see Scripts/load.sh).",
+        subcommands: [Authority.self, Prepare.self, Check.self]
+    )
+
+    struct AuthorityFile: Codable {
+        var rootKey: String
+        var intermediateKey: String
+    }
+
+    static func authority(_ directory: String) throws -> TestCertificateAuthority {
+        let data = try readInput("\(directory)/authority.json", limit: 64 * 1024)
+        let file = try JSONDecoder().decode(AuthorityFile.self, from: data)
+        guard let root = Data(base64Encoded: file.rootKey), let intermediate = Data(base64Encoded: file.intermediateKey)
+        else { throw InputError(description: "authority.json is damaged") }
+        return try TestCertificateAuthority(
+            rootKey: P384.Signing.PrivateKey(rawRepresentation: root),
+            intermediateKey: P384.Signing.PrivateKey(rawRepresentation: intermediate), name: "Load")
+    }
+
+    /// `appattest load authority --out DIR`: a test CA whose root the server is told to trust.
+    struct Authority: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a test certificate authority: DIR/authority.json (keys) and DIR/root.pem.")
+
+        @Option var out: String
+
+        func run() async throws {
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let root = P384.Signing.PrivateKey()
+            let intermediate = P384.Signing.PrivateKey()
+            let file = AuthorityFile(
+                rootKey: root.rawRepresentation.base64EncodedString(),
+                intermediateKey: intermediate.rawRepresentation.base64EncodedString())
+            try JSONEncoder().encode(file).write(to: URL(fileURLWithPath: "\(out)/authority.json"))
+            let authority = try LoadCommand.authority(out)
+            let pem = Data(authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
+            try "-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".write(
+                toFile: "\(out)/root.pem", atomically: true, encoding: .utf8)
+            print("wrote \(out)/authority.json and \(out)/root.pem (a TEST root: trust it only in tests)")
+        }
+    }
+
+    /// Registers devices on each server and writes the assertion request files.
+    struct Prepare: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register simulated devices on each server and write assertion request files.",
+            discussion: """
+                Writes DIR/run-R.txt for R in 1…runs: one line per request, `DEVICE<TAB>JSON body` of \
+                POST /v1/assertions/verify, ordered round-robin over the devices with increasing counters, so \
+                that requests of one device are never in flight together. Run R holds counters after run R-1's.
+                """)
+
+        @Option var dir: String
+        @Option(name: .customLong("url"), help: "A server (repeatable); every device is registered on each.")
+        var urls: [String]
+        @Option var token: String
+        @Option(name: .customLong("app-id")) var appID: String
+        @Option var devices: Int = 1000
+        @Option var assertions: Int = 100
+        @Option var runs: Int = 2
+
+        func run() async throws {
+            let authority = try LoadCommand.authority(dir)
+            let app = try AppID(appID)
+            let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
+            for url in urls {
+                let start = Date()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, device) in devices.enumerated() {
+                        if index >= 16 { try await group.next() }
+                        group.addTask { try await register(device, url: url) }
+                    }
+                    try await group.waitForAll()
+                }
+                print(
+                    "registered \(devices.count) devices on \(url) in \(String(format: "%.1f", -start.timeIntervalSinceNow)) s"
+                )
+            }
+            for run in 1...runs {
+                _ = FileManager.default.createFile(atPath: "\(dir)/run-\(run).txt", contents: nil)
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(dir)/run-\(run).txt"))
+                var buffer = Data()
+                for round in 0..<assertions {
+                    for (index, device) in devices.enumerated() {
+                        let clientData = Array("load run \(run) round \(round) device \(index)".utf8)
+                        let assertion = try device.assert(clientData: clientData)
+                        buffer.append(
+                            Data(
+                                """
+                                \(index)\t{"keyId":"\(device.keyID.base64EncodedString)",\
+                                "assertion":"\(Data(assertion).base64EncodedString())",\
+                                "clientData":"\(Data(clientData).base64EncodedString())"}\n
+                                """.utf8))
+                    }
+                    if buffer.count > 1 << 20 {
+                        try handle.write(contentsOf: buffer)
+                        buffer.removeAll(keepingCapacity: true)
+                    }
+                }
+                try handle.write(contentsOf: buffer)
+                try handle.close()
+                print("wrote \(dir)/run-\(run).txt: \(devices.count * assertions) assertions")
+            }
+        }
+
+        func register(_ device: SimulatedDevice, url: String) async throws {
+            struct Challenge: Decodable { var challenge: String }
+            let challenge = try JSONDecoder().decode(
+                Challenge.self,
+                from: try await post(url + "/v1/challenges", body: #"{"purpose":"attestation"}"#, token: token))
+            guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge.challenge) else {
+                throw InputError(description: "the server's challenge is not Base64URL")
+            }
+            let object = try device.attest(challenge: bytes)
+            _ = try await post(
+                url + "/v1/attestations",
+                body: """
+                    {"keyId":"\(device.keyID.base64EncodedString)",\
+                    "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge.challenge)"}
+                    """, token: token)
+        }
+    }
+
+    /// Compares the highest accepted counter of each key (from the wrk script) with the stored one.
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check that every accepted assertion's counter is stored.",
+            discussion: "ACCEPTED has lines `keyId(Base64) highest-accepted-counter`, as Scripts/load.lua writes.")
+
+        @Option var url: String
+        @Option var token: String
+        @Argument var accepted: String
+
+        func run() async throws {
+            let text = String(decoding: try readInput(accepted, limit: 64 * 1024 * 1024), as: UTF8.self)
+            var equal = 0
+            var ahead = 0
+            var lost: [String] = []
+            for line in text.split(separator: "\n") {
+                let parts = line.split(separator: " ")
+                guard parts.count == 2, let counter = UInt32(parts[1]) else { continue }
+                let keyID = try KeyID(base64Encoded: String(parts[0]))
+                struct Key: Decodable { var counter: UInt32 }
+                let stored = try JSONDecoder().decode(
+                    Key.self,
+                    from: try await get(
+                        url + "/v1/keys/" + AppAttestRequestBinding.base64URL(keyID.rawValue), token: token)
+                ).counter
+                if stored == counter {
+                    equal += 1
+                } else if stored > counter {
+                    ahead += 1
+                } else {
+                    lost.append("\(keyID): accepted \(counter), stored \(stored)")
+                }
+            }
+            print(
+                "keys checked: \(equal + ahead + lost.count); stored = highest accepted: \(equal); stored ahead "
+                    + "(a response lost after the store): \(ahead); LOST counter updates: \(lost.count)")
+            for line in lost.prefix(10) { print("  lost: \(line)") }
+            if !lost.isEmpty { throw ExitCode.failure }
+        }
+    }
+}
+
+func post(_ url: String, body: String, token: String) async throws -> Data {
+    var request = HTTPClientRequest(url: url)
+    request.method = .POST
+    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+    request.headers.add(name: "Content-Type", value: "application/json")
+    request.body = .bytes(ByteBuffer(string: body))
+    return try await send(request)
+}
+
+func get(_ url: String, token: String) async throws -> Data {
+    var request = HTTPClientRequest(url: url)
+    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+    return try await send(request)
+}
+
+private func send(_ request: HTTPClientRequest) async throws -> Data {
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+    let body = try await response.body.collect(upTo: 1 << 20)
+    guard response.status == .ok else {
+        throw InputError(description: "\(request.url): \(response.status.code) \(String(buffer: body))")
+    }
+    return Data(buffer: body)
+}

@@ -1,0 +1,56 @@
+import AppAttestServer
+import ArgumentParser
+import Foundation
+import Logging
+
+/// `appattest serve`: the verification service (Sources/AppAttestServer, API in openapi.yaml).
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve App Attest verification as a JSON API for other services (SQLite or PostgreSQL).",
+        discussion: """
+            Configuration: the JSON file (--config, or appattest.json in the working directory when present; see \
+            appattest.sample.json), then APPATTEST_* environment variables, then these options. With no token \
+            configured, a random bearer token is generated into appattest-token (mode 0600). SIGTERM or SIGINT \
+            stop the server after in-flight requests finish.
+            """
+    )
+
+    @Option(help: "JSON configuration file.") var config: String?
+    @Option(help: "sqlite:PATH (default sqlite:appattest.sqlite) or postgres://user[:password]@host[:port]/db.")
+    var database: String?
+    @Option(help: "Address to listen on (default 127.0.0.1).") var host: String?
+    @Option(help: "Port (default 8080).") var port: Int?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = ProcessInfo.processInfo.environment["APPATTEST_LOG_LEVEL"] ?? "info"
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("unknown log level \(logLevel)")
+        }
+        var logger = Logger(label: "appattest.serve")
+        logger.logLevel = level
+        var configuration = ServerConfiguration()
+        let file = config ?? (FileManager.default.fileExists(atPath: "appattest.json") ? "appattest.json" : nil)
+        if let file {
+            configuration = try ServerConfiguration.load(file: file)
+            logger.info("configuration read from \(file)")
+        }
+        try configuration.apply(environment: ProcessInfo.processInfo.environment)
+        if let database { configuration.database = database }
+        if let host { configuration.host = host }
+        if let port { configuration.port = port }
+        let metrics = ServerMetrics()
+        metrics.bootstrapMetricsSystem()
+        let server = try await AppAttestServer.open(configuration: configuration, metrics: metrics, logger: logger)
+        logger.info(
+            "listening",
+            metadata: [
+                "address": "http://\(configuration.host):\(configuration.port)",
+                "database": "\(configuration.database.hasPrefix("postgres") ? "postgres" : configuration.database)",
+                "apps": "\(configuration.apps.map(\.appId).joined(separator: ","))",
+                "callers": "\(server.configuration.tokens.map(\.name).joined(separator: ","))",
+            ])
+        try await server.run()
+    }
+}
