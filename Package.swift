@@ -258,7 +258,10 @@ let package = Package(
         .testTarget(
             name: "AppAttestServerTests",
             dependencies: [
-                "AppAttestServer", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                "AppAttestServer", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting", "AppAttest",
+                "AppleDeviceAPITesting", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],

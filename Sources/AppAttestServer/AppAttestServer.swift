@@ -48,8 +48,9 @@ public final class AppAttestServer: Sendable {
         if configuration.tokens.isEmpty {
             configuration.tokens = [try Self.generatedToken(file: configuration.tokenFile, logger: logger)]
         }
+        let receiptValidator = try configuration.receiptValidator()
         let refresher = try configuration.apple.map { apple throws -> ReceiptRefresher in
-            try ReceiptRefresher(apple, logger: logger)
+            try ReceiptRefresher(apple, validator: receiptValidator, logger: logger)
         }
         let store: any AppAttestStore
         let closeStore: @Sendable () async -> Void
@@ -68,7 +69,11 @@ public final class AppAttestServer: Sendable {
         if let verifierConfiguration {
             let verifier = try AppAttestVerifier(configuration: verifierConfiguration)
             service = AppAttestService(
-                verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds, now: now)
+                verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds,
+                receiptValidator: configuration.validatesAttestationReceipts ? receiptValidator : nil, now: now)
+            if !configuration.validatesAttestationReceipts {
+                logger.warning("testing root without a testing receipt root: attestation receipts are not validated")
+            }
         } else {
             logger.warning("no App ID configured: attestations and assertions answer 503 notConfigured")
         }
@@ -150,18 +155,13 @@ public final class AppAttestServer: Sendable {
 struct ReceiptRefresher: Sendable {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
-    init(_ apple: ServerConfiguration.Apple, logger: Logger) throws {
+    init(_ apple: ServerConfiguration.Apple, validator: AppAttestReceiptValidator, logger: Logger) throws {
         guard let pem = FileManager.default.contents(atPath: apple.privateKeyFile), pem.count <= 16 * 1024,
             let text = String(data: pem, encoding: .utf8)
         else { throw ServerConfigurationError("cannot read the Apple private key \(apple.privateKeyFile)") }
         let tokens = ProviderTokenSource(
             credentials: try ProviderCredentials(
                 teamID: apple.teamId, keyID: apple.keyId, p8: text))
-        var anchor = TrustAnchor.appleRootCAG3
-        if let path = apple.testingReceiptRootCertificate {
-            anchor = .customRootForTesting(derRepresentation: try ServerConfiguration.pem(path))
-        }
-        let validator = try AppAttestReceiptValidator(configuration: .init(trustAnchor: anchor))
         let endpoint = try apple.endpoint.map { (url) throws -> AppleEndpoint in try AppleEndpoint(baseURL: url) }
         var clients: [AppAttestEnvironment: ReceiptRefreshClient] = [:]
         for environment in AppAttestEnvironment.allCases {

@@ -15,7 +15,8 @@ import Foundation
 /// | `rateLimit` | `APPATTEST_RATE_LIMIT` | per caller: `RATE/BURST` requests per second (`1000/2000`) |
 /// | `challengeLifetimeSeconds` | | challenge lifetime (300) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
-/// | `apple` | `APPATTEST_APPLE_*` | provider key for receipt refresh |
+/// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
+/// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
 public struct ServerConfiguration: Sendable, Codable, Hashable {
     public struct App: Sendable, Codable, Hashable {
         public var appId: String
@@ -56,18 +57,12 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         public var privateKeyFile: String
         /// Another base URL than Apple's (a stand-in, for tests).
         public var endpoint: String?
-        /// PEM of a test root for refreshed receipts instead of Apple Root CA - G3 (with `endpoint`, for tests).
-        public var testingReceiptRootCertificate: String?
 
-        public init(
-            teamId: String, keyId: String, privateKeyFile: String, endpoint: String? = nil,
-            testingReceiptRootCertificate: String? = nil
-        ) {
+        public init(teamId: String, keyId: String, privateKeyFile: String, endpoint: String? = nil) {
             self.teamId = teamId
             self.keyId = keyId
             self.privateKeyFile = privateKeyFile
             self.endpoint = endpoint
-            self.testingReceiptRootCertificate = testingReceiptRootCertificate
         }
     }
 
@@ -81,13 +76,16 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var rateLimit: RateLimit? = RateLimit(requestsPerSecond: 1000, burst: 2000)
     public var challengeLifetimeSeconds: Double = 300
     public var testingRootCertificate: String?
+    /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
+    /// (SPEC §4.4) with Apple's root, or with this one; with `testingRootCertificate` and without this, they are not.
+    public var testingReceiptRootCertificate: String?
     public var apple: Apple?
 
     public init() {}
 
     enum CodingKeys: String, CodingKey {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
-            testingRootCertificate, apple
+            testingRootCertificate, testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -108,6 +106,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Double.self, forKey: .challengeLifetimeSeconds)
             ?? defaults.challengeLifetimeSeconds
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
+        testingReceiptRootCertificate = try container.decodeIfPresent(
+            String.self, forKey: .testingReceiptRootCertificate)
         apple = try container.decodeIfPresent(Apple.self, forKey: .apple)
     }
 
@@ -165,12 +165,12 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             }
         }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
+        if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
             let file = environment["APPATTEST_APPLE_PRIVATE_KEY_FILE"]
         {
             apple = Apple(
-                teamId: team, keyId: key, privateKeyFile: file, endpoint: environment["APPATTEST_APPLE_ENDPOINT"],
-                testingReceiptRootCertificate: environment["APPATTEST_APPLE_TESTING_RECEIPT_ROOT"])
+                teamId: team, keyId: key, privateKeyFile: file, endpoint: environment["APPATTEST_APPLE_ENDPOINT"])
         }
     }
 
@@ -206,6 +206,23 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         var anchor = TrustAnchor.appleAppAttestationRoot
         if let path = testingRootCertificate { anchor = .customRootForTesting(derRepresentation: try Self.pem(path)) }
         return AppAttestVerifier.Configuration(apps: configured, trustAnchor: anchor)
+    }
+
+    /// The validator for receipts: Apple Root CA - G3, or the testing receipt root.
+    public func receiptValidator() throws(ServerConfigurationError) -> AppAttestReceiptValidator {
+        var anchor = TrustAnchor.appleRootCAG3
+        if let path = testingReceiptRootCertificate {
+            anchor = .customRootForTesting(derRepresentation: try Self.pem(path))
+        }
+        do { return try AppAttestReceiptValidator(configuration: .init(trustAnchor: anchor)) } catch {
+            throw ServerConfigurationError("receipt root: \(error.reason)")
+        }
+    }
+
+    /// Whether receipts in attestations are validated (always with Apple's roots; with a testing root only when a
+    /// testing receipt root is configured too).
+    public var validatesAttestationReceipts: Bool {
+        testingRootCertificate == nil || testingReceiptRootCertificate != nil
     }
 
     /// The DER of the first certificate in a PEM (or DER) file.

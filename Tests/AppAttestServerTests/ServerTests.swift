@@ -1,1 +1,267 @@
+import AppAttest
+import AppAttestServer
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 import Testing
+
+/// Helpers shared by the service tests.
+enum Fixture {
+    static let authority = try! TestCertificateAuthority(name: "Serve")
+    static let appID = try! AppID("SERVE12345.com.example.app")
+    static let tokenA = "token-of-orders-service-0001"
+    static let tokenB = "token-of-orders-service-0002"
+
+    static func directory() throws -> String {
+        let path = NSTemporaryDirectory() + "appattest-serve-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func pem(_ der: [UInt8], at path: String) throws {
+        let body = Data(der).base64EncodedString(options: [.lineLength64Characters])
+        try "-----BEGIN CERTIFICATE-----\n\(body)\n-----END CERTIFICATE-----\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    /// A configuration on a fresh SQLite file that trusts the test authority, with two caller tokens.
+    static func configuration(directory: String) throws -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.database = "sqlite:\(directory)/serve.sqlite"
+        configuration.apps = [.init(appId: appID.rawValue, environments: ["production"])]
+        configuration.tokens = [.init(name: "orders", token: tokenA), .init(name: "orders-next", token: tokenB)]
+        try pem(authority.rootCertificate, at: "\(directory)/root.pem")
+        configuration.testingRootCertificate = "\(directory)/root.pem"
+        configuration.maximumBodyBytes = 8192
+        configuration.tokenFile = "\(directory)/token"
+        return configuration
+    }
+
+    static func headers(_ token: String? = tokenA) -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        return headers
+    }
+
+    static func json(_ response: TestResponse) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:]
+    }
+}
+
+@Suite("appattest serve")
+struct ServerTests {
+    typealias F = Fixture
+
+    func post(_ client: some TestClientProtocol, _ path: String, _ body: String, token: String? = F.tokenA)
+        async throws -> TestResponse
+    {
+        try await client.execute(uri: path, method: .post, headers: F.headers(token), body: ByteBuffer(string: body))
+    }
+
+    func register(_ client: some TestClientProtocol, _ device: SimulatedDevice, userId: String? = nil) async throws {
+        let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
+        #expect(issued.status == .ok)
+        let challenge = try #require(F.json(issued)["challenge"] as? String)
+        let object = try device.attest(challenge: try #require(AppAttestRequestBinding.decodeBase64URL(challenge)))
+        let user = userId.map { #","userId":"\#($0)""# } ?? ""
+        let registered = try await post(
+            client, "/v1/attestations",
+            """
+            {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+            "challenge":"\(challenge)"\(user)}
+            """)
+        #expect(registered.status == .ok, "\(String(buffer: registered.body))")
+        #expect(F.json(registered)["counter"] as? Int == 0)
+    }
+
+    @Test("challenge → attestation → assertions (bound request and raw client data) → replay 409 → revoke → 401")
+    func flow() async throws {
+        let directory = try F.directory()
+        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        try await server.makeApplication().test(.router) { client in
+            try await register(client, device, userId: "user-7")
+
+            // The canonical binding: the server builds the client data from the request's parts.
+            let issued = try await post(
+                client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
+            let challengeText = try #require(F.json(issued)["challenge"] as? String)
+            let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
+            let requestBody = Array(#"{"amount":5}"#.utf8)
+            let clientData = AppAttestRequestBinding.clientData(
+                method: "POST", pathAndQuery: "/orders?x=1", body: requestBody, challenge: challenge)
+            let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
+            let bound = """
+                {"keyId":"\(device.keyID.base64EncodedString)","assertion":"\(assertion)","request":{"method":"POST",\
+                "pathAndQuery":"/orders?x=1","bodySha256":"\(Data(AppAttestSHA256.hash(requestBody)).base64EncodedString())",\
+                "challenge":"\(challengeText)"}}
+                """
+            var response = try await post(client, "/v1/assertions/verify", bound)
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            #expect(F.json(response)["counter"] as? Int == 1)
+            #expect(F.json(response)["userId"] as? String == "user-7")
+            // The same request again: the challenge is spent.
+            response = try await post(client, "/v1/assertions/verify", bound)
+            #expect(response.status == .conflict)
+            #expect(F.json(response)["code"] as? String == "counterNotIncreasing")
+
+            // Raw client data, no challenge: the counter alone stops replays. The second token works too.
+            let raw = Array("order 17".utf8)
+            let second = """
+                {"keyId":"\(device.keyID.base64EncodedString)",\
+                "assertion":"\(Data(try device.assert(clientData: raw)).base64EncodedString())",\
+                "clientData":"\(Data(raw).base64EncodedString())"}
+                """
+            response = try await post(client, "/v1/assertions/verify", second, token: F.tokenB)
+            #expect(response.status == .ok)
+            #expect(F.json(response)["counter"] as? Int == 2)
+            response = try await post(client, "/v1/assertions/verify", second)
+            #expect(response.status == .conflict)
+            #expect(F.json(response)["code"] as? String == "counterNotIncreasing")
+
+            response = try await client.execute(uri: keyPath, method: .get, headers: F.headers())
+            #expect(F.json(response)["counter"] as? Int == 2)
+            #expect(F.json(response)["appId"] as? String == F.appID.rawValue)
+
+            response = try await post(client, keyPath + "/revoke", "")
+            #expect(response.status == .ok)
+            let third = """
+                {"keyId":"\(device.keyID.base64EncodedString)",\
+                "assertion":"\(Data(try device.assert(clientData: raw)).base64EncodedString())",\
+                "clientData":"\(Data(raw).base64EncodedString())"}
+                """
+            response = try await post(client, "/v1/assertions/verify", third)
+            #expect(response.status == .unauthorized)
+            #expect(F.json(response)["code"] as? String == "keyRevoked")
+            response = try await client.execute(uri: keyPath, method: .get, headers: F.headers())
+            #expect(F.json(response)["revokedAt"] != nil)
+
+            // Metrics count what happened, by operation, result and code.
+            response = try await client.execute(uri: "/metrics", method: .get)
+            let metrics = String(buffer: response.body)
+            #expect(
+                metrics.contains(#"appattest_verifications_total{operation="assertion",result="accepted",code="ok"} 2"#)
+            )
+            #expect(metrics.contains(#"code="counterNotIncreasing"} 2"#))
+            #expect(metrics.contains(#"code="keyRevoked"} 1"#))
+            #expect(metrics.contains("appattest_operation_duration_seconds_bucket"))
+        }
+        await server.close()
+    }
+
+    @Test("refusals: no or wrong token 401, malformed 400, unknown key 404, oversized 413, foreign object 401")
+    func refusals() async throws {
+        let directory = try F.directory()
+        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
+        try await server.makeApplication().test(.router) { client in
+            var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: nil)
+            #expect(response.status == .unauthorized)
+            #expect(response.headers[.wwwAuthenticate] == "Bearer")
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenA + "x")
+            #expect(response.status == .unauthorized)
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: "")
+            #expect(response.status == .unauthorized)
+
+            response = try await post(client, "/v1/assertions/verify", #"{"keyId":"<b>","assertion":1}"#)
+            #expect(response.status == .badRequest)
+            #expect(!String(buffer: response.body).contains("<b>"))
+            response = try await post(client, "/v1/assertions/verify", "not json")
+            #expect(response.status == .badRequest)
+            let both =
+                #"{"keyId":"\#(Data(count: 32).base64EncodedString())","assertion":"oA==","clientData":"AA==","request":{"method":"GET","pathAndQuery":"/","bodySha256":"AA==","challenge":"AA"}}"#
+            response = try await post(client, "/v1/assertions/verify", both)
+            #expect(response.status == .badRequest)
+
+            response = try await client.execute(
+                uri: "/v1/keys/" + AppAttestRequestBinding.base64URL([UInt8](repeating: 7, count: 32)), method: .get,
+                headers: F.headers())
+            #expect(response.status == .notFound)
+            response = try await client.execute(uri: "/v1/keys/notakey", method: .get, headers: F.headers())
+            #expect(response.status == .badRequest)
+
+            response = try await post(client, "/v1/challenges", String(repeating: " ", count: 9000))
+            #expect(response.status == .contentTooLarge)
+            #expect(F.json(response)["code"] as? String == "bodyTooLarge")
+
+            // An attestation from a device of another authority fails the chain.
+            let stranger = try SimulatedDevice(authority: try TestCertificateAuthority(name: "Other"), appID: F.appID)
+            let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
+            let challenge = try #require(F.json(issued)["challenge"] as? String)
+            let object = try stranger.attest(challenge: AppAttestRequestBinding.decodeBase64URL(challenge)!)
+            response = try await post(
+                client, "/v1/attestations",
+                """
+                {"keyId":"\(stranger.keyID.base64EncodedString)",\
+                "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge)"}
+                """)
+            #expect(response.status == .unauthorized)
+            #expect(F.json(response)["code"] as? String == "certificateChain")
+
+            // Unauthenticated routes.
+            response = try await client.execute(uri: "/health", method: .get)
+            #expect(response.status == .ok)
+            response = try await client.execute(uri: "/ping", method: .get)
+            #expect(String(buffer: response.body) == "pong")
+        }
+        await server.close()
+    }
+
+    @Test("beyond a caller's rate: 429 with Retry-After; callers are limited separately")
+    func rateLimit() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.rateLimit = .init(requestsPerSecond: 0.01, burst: 2)
+        let server = try await AppAttestServer.open(configuration: configuration)
+        try await server.makeApplication().test(.router) { client in
+            for _ in 0..<2 {
+                let response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
+                #expect(response.status == .ok)
+            }
+            var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
+            #expect(response.status == .tooManyRequests)
+            #expect(F.json(response)["code"] as? String == "rateLimited")
+            #expect((Int(response.headers[.retryAfter] ?? "") ?? 0) >= 1)
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenB)
+            #expect(response.status == .ok)
+        }
+        await server.close()
+    }
+
+    @Test("the served OpenAPI document is the committed one; without App IDs operations answer 503 notConfigured")
+    func openAPIAndNotConfigured() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.apps = []
+        configuration.tokens = []
+        let server = try await AppAttestServer.open(configuration: configuration)
+        // No token configured: one was generated into the token file, readable by the owner only.
+        let token = try String(contentsOfFile: "\(directory)/token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let attributes = try FileManager.default.attributesOfItem(atPath: "\(directory)/token")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let committed = try Data(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Sources/AppAttestServer/openapi.yaml"))
+        try await server.makeApplication().test(.router) { client in
+            var response = try await client.execute(uri: "/openapi.yaml", method: .get)
+            #expect(Data(buffer: response.body) == committed)
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: token)
+            #expect(response.status == .serviceUnavailable)
+            #expect(F.json(response)["code"] as? String == "notConfigured")
+        }
+        await server.close()
+        // Every path of the router is in the document.
+        let text = String(decoding: committed, as: UTF8.self)
+        for path in [
+            "/health:", "/ping:", "/metrics:", "/v1/challenges:", "/v1/attestations:", "/v1/assertions/verify:",
+            "/v1/keys/{keyId}:", "/v1/keys/{keyId}/revoke:", "/v1/keys/{keyId}/receipt/refresh:",
+        ] {
+            #expect(text.contains(path), "\(path)")
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import AppAttest
+import AppAttestSQLite
+import AppAttestServer
+import AppAttestStore
+import AppAttestTesting
+import AppleDeviceAPITesting
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@Suite("appattest serve: configuration")
+struct ConfigurationTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test("the committed sample configuration loads and validates")
+    func sample() throws {
+        let configuration = try ServerConfiguration.load(
+            file: Self.root.appendingPathComponent("appattest.sample.json").path)
+        #expect(configuration.apps.count == 2)
+        #expect(configuration.tokens.map(\.name) == ["orders-service", "orders-service-next"])
+        #expect(configuration.apple?.teamId == "ABCDE12345")
+        let verifier = try #require(try configuration.verifierConfiguration())
+        #expect(verifier.apps[try AppID("ABCDE12345.com.example.app.beta")] == [.development, .production])
+        #expect(verifier.trustAnchor == .appleAppAttestationRoot)
+        #expect(configuration.validatesAttestationReceipts)
+    }
+
+    @Test("environment variables override the file; bad values are refused with a message")
+    func environment() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(environment: [
+            "APPATTEST_APPS": "TEAM123456.com.a=production+development,TEAM123456.com.b",
+            "APPATTEST_TOKENS": "a:0123456789abcdef0,b:0123456789abcdef1", "APPATTEST_PORT": "9090",
+            "APPATTEST_DATABASE": "postgres://u@localhost/db", "APPATTEST_RATE_LIMIT": "10/20",
+        ])
+        #expect(configuration.apps.map(\.environments) == [["production", "development"], ["production"]])
+        #expect(configuration.tokens.count == 2)
+        #expect(configuration.port == 9090)
+        #expect(configuration.rateLimit == .init(requestsPerSecond: 10, burst: 20))
+        #expect(try configuration.verifierConfiguration()?.apps.count == 2)
+        try configuration.apply(environment: ["APPATTEST_RATE_LIMIT": "off"])
+        #expect(configuration.rateLimit == nil)
+
+        for bad: [String: String] in [
+            ["APPATTEST_PORT": "x"], ["APPATTEST_TOKENS": "notoken"], ["APPATTEST_RATE_LIMIT": "fast"],
+        ] {
+            var copy = configuration
+            #expect(throws: ServerConfigurationError.self) { try copy.apply(environment: bad) }
+        }
+        for change: (inout ServerConfiguration) -> Void in [
+            { $0.tokens = [.init(name: "short", token: "abc")] }, { $0.port = 0 },
+            { $0.apps = [.init(appId: "nodot", environments: ["production"])] },
+            { $0.apps = [.init(appId: "TEAM123456.com.a", environments: ["staging"])] },
+            { $0.rateLimit = .init(requestsPerSecond: 0, burst: 1) }, { $0.maximumBodyBytes = 10 },
+            { $0.testingRootCertificate = "/nonexistent/root.pem" },
+        ] {
+            var copy = configuration
+            change(&copy)
+            #expect(throws: ServerConfigurationError.self) { try copy.verifierConfiguration() }
+        }
+    }
+}
+
+@Suite("appattest serve: receipts and shutdown")
+struct ServerLifecycleTests {
+    typealias F = Fixture
+
+    @Test("receipt refresh through Apple's stand-in stores the new receipt and its risk metric")
+    func receiptRefresh() async throws {
+        let directory = try F.directory()
+        let receipts = try TestReceiptAuthority()
+        let providerKey = P256.Signing.PrivateKey()
+        try providerKey.pemRepresentation.write(toFile: "\(directory)/key.p8", atomically: true, encoding: .utf8)
+        let standIn = AppleServerStandIn(
+            keys: [.init(teamID: "SERVE12345", keyID: "KEY1234567", publicKey: providerKey.publicKey)],
+            receiptAuthority: receipts)
+        let url = try await standIn.start()
+        var configuration = try F.configuration(directory: directory)
+        try F.pem(receipts.rootCertificate, at: "\(directory)/receipt-root.pem")
+        configuration.testingReceiptRootCertificate = "\(directory)/receipt-root.pem"
+        configuration.apple = .init(
+            teamId: "SERVE12345", keyId: "KEY1234567", privateKeyFile: "\(directory)/key.p8", endpoint: url)
+        let server = try await AppAttestServer.open(configuration: configuration)
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID, receiptAuthority: receipts)
+        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        do {
+            try await server.makeApplication().test(.router) { client in
+                let issued = try await client.execute(
+                    uri: "/v1/challenges", method: .post, headers: F.headers(),
+                    body: ByteBuffer(string: #"{"purpose":"attestation"}"#))
+                let challenge = try #require(F.json(issued)["challenge"] as? String)
+                let object = try device.attest(challenge: AppAttestRequestBinding.decodeBase64URL(challenge)!)
+                var response = try await client.execute(
+                    uri: "/v1/attestations", method: .post, headers: F.headers(),
+                    body: ByteBuffer(
+                        string: """
+                            {"keyId":"\(device.keyID.base64EncodedString)",\
+                            "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge)"}
+                            """))
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+                await standIn.setRiskMetric(3, forKeyPoint: device.publicKey)
+                response = try await client.execute(
+                    uri: keyPath + "/receipt/refresh", method: .post, headers: F.headers())
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+                #expect(F.json(response)["outcome"] as? String == "refreshed")
+                #expect(F.json(response)["riskMetric"] as? Int == 3)
+                response = try await client.execute(uri: keyPath, method: .get, headers: F.headers())
+                #expect(F.json(response)["riskMetric"] as? Int == 3)
+                // Apple failing is a 502 with Apple's code, not a crash or a changed key.
+                await standIn.enqueue(status: 401, body: "")
+                response = try await client.execute(
+                    uri: keyPath + "/receipt/refresh", method: .post, headers: F.headers())
+                #expect(response.status == .badGateway)
+                #expect((F.json(response)["code"] as? String)?.hasPrefix("apple.") == true)
+            }
+        } catch {
+            await standIn.stop()
+            throw error
+        }
+        await standIn.stop()
+        await server.close()
+    }
+
+    @Test("graceful shutdown under load: in-flight requests finish and every accepted counter is stored")
+    func gracefulShutdown() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.port = Int.random(in: 20000...40000)
+        configuration.rateLimit = nil
+        let server = try await AppAttestServer.open(configuration: configuration)
+        let service = try #require(server.service)
+        let devices = try (0..<8).map { _ in try SimulatedDevice(authority: F.authority, appID: F.appID) }
+        for device in devices {
+            let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
+            _ = try await service.registerAttestation(
+                try device.attest(challenge: challenge.challenge), keyID: device.keyID, challenge: challenge.challenge)
+        }
+        let bodies = try devices.map { device in
+            try (0..<40).map { index in
+                let clientData = Array("request \(index)".utf8)
+                return """
+                    {"keyId":"\(device.keyID.base64EncodedString)",\
+                    "assertion":"\(Data(try device.assert(clientData: clientData)).base64EncodedString())",\
+                    "clientData":"\(Data(clientData).base64EncodedString())"}
+                    """
+            }
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
+        let running = Task { try await group.run() }
+        let base = "http://127.0.0.1:\(configuration.port)"
+        // Wait until it answers.
+        for _ in 0..<100 {
+            if (try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/ping"), timeout: .seconds(1)))?
+                .status == .ok
+            {
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let answered = Counter()
+        // Each device sends its requests in order; after 60 answers in all, shutdown begins.
+        let accepted = try await withThrowingTaskGroup(of: (Int, UInt32).self) { tasks in
+            for (index, requests) in bodies.enumerated() {
+                tasks.addTask {
+                    var highest: UInt32 = 0
+                    for body in requests {
+                        var request = HTTPClientRequest(url: base + "/v1/assertions/verify")
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(F.tokenA)")
+                        request.body = .bytes(ByteBuffer(string: body))
+                        // After shutdown began: reset or refused (the client retries refused connections until
+                        // its deadline, so keep it short).
+                        guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(2)),
+                            let bytes = try? await response.body.collect(upTo: 1 << 16)
+                        else { break }
+                        if response.status == .ok,
+                            let json = try? JSONSerialization.jsonObject(with: Data(buffer: bytes)) as? [String: Any],
+                            let counter = json["counter"] as? Int
+                        {
+                            highest = max(highest, UInt32(counter))
+                        }
+                        if answered.increment() == 60 { await group.triggerGracefulShutdown() }
+                    }
+                    return (index, highest)
+                }
+            }
+            var result: [Int: UInt32] = [:]
+            for try await (index, highest) in tasks { result[index] = highest }
+            return result
+        }
+        try await running.value
+        await server.close()
+        let acceptedTotal = accepted.values.reduce(0) { $0 + Int($1) }
+        #expect(acceptedTotal >= 60)
+        #expect(acceptedTotal < 8 * 40, "shutdown happened after all requests")
+        // Reopen the database: every accepted counter is there.
+        let store = try SQLiteAppAttestStore(path: "\(directory)/serve.sqlite")
+        for (index, device) in devices.enumerated() {
+            let stored = try #require(try await store.key(device.keyID)).counter
+            #expect(stored >= accepted[index]!, "device \(index): accepted \(accepted[index]!), stored \(stored)")
+            #expect(stored <= accepted[index]! + 1)
+        }
+        // And the server is gone.
+        #expect(
+            (try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/ping"), timeout: .milliseconds(500)))
+                == nil)
+    }
+}
+
+/// A thread-safe counter.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func increment() -> Int {
+        value.withLock {
+            $0 += 1; return $0
+        }
+    }
+}
