@@ -12,46 +12,9 @@ struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load",
         abstract: "Simulated devices and request files for load-testing appattest serve (see Scripts/load.sh).",
-        subcommands: [Authority.self, Prepare.self, Check.self]
+        discussion: "The devices come from the test authority of `appattest simulate authority --out DIR`.",
+        subcommands: [Prepare.self, Check.self]
     )
-
-    struct AuthorityFile: Codable {
-        var rootKey: String
-        var intermediateKey: String
-    }
-
-    static func authority(_ directory: String) throws -> TestCertificateAuthority {
-        let data = try readInput("\(directory)/authority.json", limit: 64 * 1024)
-        let file = try JSONDecoder().decode(AuthorityFile.self, from: data)
-        guard let root = Data(base64Encoded: file.rootKey), let intermediate = Data(base64Encoded: file.intermediateKey)
-        else { throw InputError(description: "authority.json is damaged") }
-        return try TestCertificateAuthority(
-            rootKey: P384.Signing.PrivateKey(rawRepresentation: root),
-            intermediateKey: P384.Signing.PrivateKey(rawRepresentation: intermediate), name: "Load")
-    }
-
-    /// `appattest load authority --out DIR`: a test CA whose root the server is told to trust.
-    struct Authority: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Create a test certificate authority: DIR/authority.json (keys) and DIR/root.pem.")
-
-        @Option var out: String
-
-        func run() async throws {
-            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-            let root = P384.Signing.PrivateKey()
-            let intermediate = P384.Signing.PrivateKey()
-            let file = AuthorityFile(
-                rootKey: root.rawRepresentation.base64EncodedString(),
-                intermediateKey: intermediate.rawRepresentation.base64EncodedString())
-            try JSONEncoder().encode(file).write(to: URL(fileURLWithPath: "\(out)/authority.json"))
-            let authority = try LoadCommand.authority(out)
-            let pem = Data(authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
-            try "-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".write(
-                toFile: "\(out)/root.pem", atomically: true, encoding: .utf8)
-            print("wrote \(out)/authority.json and \(out)/root.pem (a TEST root: trust it only in tests)")
-        }
-    }
 
     /// Registers devices on each server and writes the assertion request files.
     struct Prepare: AsyncParsableCommand {
@@ -73,7 +36,7 @@ struct LoadCommand: AsyncParsableCommand {
         @Option var runs: Int = 2
 
         func run() async throws {
-            let authority = try LoadCommand.authority(dir)
+            let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
             for url in urls {

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Load and fault test of `appattest serve` with wrk on 127.0.0.1 (README "Load"), SQLite and PostgreSQL.
+#   Scripts/load.sh                 needs wrk (apt-get install wrk) and PostgreSQL (APPATTEST_POSTGRES_URL, or
+#                                   .ci/postgres.sh starts a throwaway one)
+# Environment: DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions per device and run, 100).
+# For each database: the trivial route /ping (the HTTP stack's ceiling), assertion verification, then the same with
+# malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest load check`
+# compares every key's stored counter with the highest counter the server accepted for it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+DURATION="${DURATION:-15s}"
+CONNECTIONS="${CONNECTIONS:-32}"
+DEVICES="${DEVICES:-1000}"
+ASSERTIONS="${ASSERTIONS:-100}"
+THREADS=2
+APP=LOADTEST01.com.example.load
+TOKEN="load-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+MAX_BODY=131072
+
+swift build -c release --product appattest >/dev/null
+A=.build/release/appattest
+WORK="$(mktemp -d)"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+}
+trap cleanup EXIT
+
+if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
+    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
+    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
+    STARTED_POSTGRES=1
+fi
+
+$A simulate authority --out "$WORK" 2>/dev/null
+serve() { # NAME DATABASE PORT
+    APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="load:$TOKEN" \
+        APPATTEST_RATE_LIMIT=off APPATTEST_MAX_BODY_BYTES=$MAX_BODY APPATTEST_LOG_LEVEL=warning \
+        $A serve --database "$2" --port "$3" >"$WORK/$1.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$3/health" >/dev/null && return; sleep 0.1; done
+    echo "the $1 server did not start:" >&2; cat "$WORK/$1.log" >&2; exit 1
+}
+serve sqlite "sqlite:$WORK/load.sqlite" 18080
+serve postgres "$APPATTEST_POSTGRES_URL" 18081
+SQLITE=http://127.0.0.1:18080
+POSTGRES=http://127.0.0.1:18081
+
+$A load prepare --dir "$WORK" --url $SQLITE --url $POSTGRES --token "$TOKEN" --app-id $APP \
+    --devices "$DEVICES" --assertions "$ASSERTIONS" --runs 2
+
+run() { # LABEL URL MODE FILE
+    echo "== $1"
+    wrk -t$THREADS -c"$CONNECTIONS" -d"$DURATION" -s Scripts/load.lua "$2" -- "$3" "$4" "$TOKEN" "$WORK/accepted" \
+        $MAX_BODY $THREADS | grep -E '^(RESULT|SENT|RECEIVED)'
+    if [ "$3" != ping ]; then $A load check --url "$2" --token "$TOKEN" "$WORK/accepted"; fi
+}
+run "sqlite: trivial route /ping (ceiling)" $SQLITE ping -
+run "sqlite: assertion verification" $SQLITE assert "$WORK/run-1.txt"
+run "sqlite: assertion verification with faults mixed in" $SQLITE faults "$WORK/run-2.txt"
+run "postgres: trivial route /ping (ceiling)" $POSTGRES ping -
+run "postgres: assertion verification" $POSTGRES assert "$WORK/run-1.txt"
+run "postgres: assertion verification with faults mixed in" $POSTGRES faults "$WORK/run-2.txt"
+
+echo "== after the runs"
+for url in $SQLITE $POSTGRES; do
+    echo "$url/health: $(curl -s "$url/health")"
+    curl -s "$url/metrics" | grep -E '^appattest_(verifications|http_refusals)_total' | grep -v '"key"' | sort
+done
+# Graceful shutdown: SIGTERM, and both exit 0.
+for pid in "${pids[@]}"; do kill -TERM "$pid"; done
+for pid in "${pids[@]}"; do wait "$pid" && echo "server $pid stopped cleanly (exit 0)"; done
+pids=()

@@ -1,0 +1,134 @@
+import AppAttest
+import AppAttestStore
+import AppAttestTesting
+import ArgumentParser
+import Crypto
+import Foundation
+
+/// `appattest simulate`: a simulated App Attest device from the command line, for trying `appattest serve` (or your
+/// own server) with curl and without an iPhone. Its certificates come from a TEST authority: a server accepts them
+/// only when told to trust that authority's root (`APPATTEST_TESTING_ROOT`), never with Apple's root.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "A simulated device from the command line (test authority, attestations, assertions).",
+        subcommands: [Authority.self, Attest.self, Assert.self]
+    )
+
+    struct AuthorityFile: Codable {
+        var rootKey: String
+        var intermediateKey: String
+    }
+
+    struct DeviceFile: Codable {
+        var appId: String
+        var privateKey: String
+        var counter: UInt32
+    }
+
+    static func authority(_ directory: String) throws -> TestCertificateAuthority {
+        let data = try readInput("\(directory)/authority.json", limit: 64 * 1024)
+        let file = try JSONDecoder().decode(AuthorityFile.self, from: data)
+        guard let root = Data(base64Encoded: file.rootKey), let intermediate = Data(base64Encoded: file.intermediateKey)
+        else { throw InputError(description: "authority.json is damaged") }
+        return try TestCertificateAuthority(
+            rootKey: P384.Signing.PrivateKey(rawRepresentation: root),
+            intermediateKey: P384.Signing.PrivateKey(rawRepresentation: intermediate), name: "Simulated")
+    }
+
+    static func json(_ object: [String: String]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    /// `appattest simulate authority --out DIR`.
+    struct Authority: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a test certificate authority: DIR/authority.json (its keys) and DIR/root.pem.")
+
+        @Option var out: String
+
+        func run() async throws {
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let file = AuthorityFile(
+                rootKey: P384.Signing.PrivateKey().rawRepresentation.base64EncodedString(),
+                intermediateKey: P384.Signing.PrivateKey().rawRepresentation.base64EncodedString())
+            try JSONEncoder().encode(file).write(to: URL(fileURLWithPath: "\(out)/authority.json"))
+            let authority = try SimulateCommand.authority(out)
+            let pem = Data(authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
+            try "-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".write(
+                toFile: "\(out)/root.pem", atomically: true, encoding: .utf8)
+            FileHandle.standardError.write(
+                Data("wrote \(out)/authority.json and \(out)/root.pem (a TEST root: trust it only in tests)\n".utf8))
+        }
+    }
+
+    /// `appattest simulate attest`: a new device key attested for a challenge; prints the JSON of
+    /// `POST /v1/attestations` and keeps the key in DIR/device.json.
+    struct Attest: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attest a new device key for a challenge; print the body of POST /v1/attestations.")
+
+        @Option var dir: String
+        @Option(name: .customLong("app-id")) var appID: String
+        @Option(help: "The challenge, Base64URL, as the server issued it.") var challenge: String
+        @Option(help: "production or development.") var environment: String = "production"
+
+        func run() async throws {
+            guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge) else {
+                throw ValidationError("the challenge is not Base64URL")
+            }
+            guard let environment = AppAttestEnvironment(rawValue: environment) else {
+                throw ValidationError("the environment is production or development")
+            }
+            let device = try SimulatedDevice(
+                authority: try SimulateCommand.authority(dir), appID: try AppID(appID), environment: environment)
+            let object = try device.attest(challenge: bytes)
+            let state = DeviceFile(
+                appId: appID, privateKey: device.privateKey.rawRepresentation.base64EncodedString(), counter: 0)
+            try JSONEncoder().encode(state).write(to: URL(fileURLWithPath: "\(dir)/device.json"))
+            print(
+                try SimulateCommand.json([
+                    "keyId": device.keyID.base64EncodedString,
+                    "attestationObject": Data(object).base64EncodedString(), "challenge": challenge,
+                ]))
+        }
+    }
+
+    /// `appattest simulate assert`: the next assertion of the device in DIR/device.json; prints the JSON of
+    /// `POST /v1/assertions/verify`.
+    struct Assert: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign the next assertion; print the body of POST /v1/assertions/verify.")
+
+        @Option var dir: String
+        @Option(name: .customLong("client-data"), help: "The client data, as UTF-8 text.") var clientData: String
+        @Option(help: "A challenge (Base64URL) issued for this assertion; it is appended to the client data.")
+        var challenge: String?
+
+        func run() async throws {
+            let state = try JSONDecoder().decode(
+                DeviceFile.self, from: try readInput("\(dir)/device.json", limit: 64 * 1024))
+            guard let key = Data(base64Encoded: state.privateKey) else {
+                throw InputError(description: "device.json is damaged")
+            }
+            let device = try SimulatedDevice(
+                authority: try SimulateCommand.authority(dir), appID: try AppID(state.appId),
+                privateKey: try P256.Signing.PrivateKey(rawRepresentation: key), counter: state.counter)
+            var data = Array(clientData.utf8)
+            var body: [String: String] = ["keyId": device.keyID.base64EncodedString]
+            if let challenge {
+                guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge) else {
+                    throw ValidationError("the challenge is not Base64URL")
+                }
+                data += bytes
+                body["challenge"] = challenge
+            }
+            body["assertion"] = Data(try device.assert(clientData: data)).base64EncodedString()
+            body["clientData"] = Data(data).base64EncodedString()
+            var next = state
+            next.counter = device.counter
+            try JSONEncoder().encode(next).write(to: URL(fileURLWithPath: "\(dir)/device.json"))
+            print(try SimulateCommand.json(body))
+        }
+    }
+}
