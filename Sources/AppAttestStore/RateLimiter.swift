@@ -38,6 +38,9 @@ public final class AppAttestRateLimiter: Sendable {
         self.now = now
     }
 
+    /// How many callers have a bucket now.
+    public var trackedCallers: Int { buckets.withLock { $0.count } }
+
     /// Takes one token for `caller`.
     public func acquire(_ caller: String) -> Decision {
         let time = now()

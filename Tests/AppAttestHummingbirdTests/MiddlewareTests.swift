@@ -141,3 +141,82 @@ struct MiddlewareTests {
         }
     }
 }
+
+/// A store whose backend is down.
+struct UnavailableStore: AppAttestStore {
+    func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
+    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
+    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
+    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
+    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
+    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
+    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
+    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
+    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
+        -> Bool
+    { throw fail() }
+}
+
+@Suite("Hummingbird: store down and rate limits")
+struct MiddlewareFailureTests {
+    @Test("a store that cannot answer gives 503 storeUnavailable, never a verdict")
+    func storeDown() async throws {
+        let authority = MiddlewareTests.authority
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: MiddlewareTests.appID, environment: .production, trustAnchor: authority.trustAnchor)),
+            store: UnavailableStore())
+        let router = Router(context: AppAttestBasicRequestContext.self)
+        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
+        router.group("api").add(middleware: AppAttestMiddleware(service: service))
+            .post("order") { _, _ in "ok" }
+        let device = try SimulatedDevice(authority: authority, appID: MiddlewareTests.appID)
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(
+                uri: "/appattest/challenge", method: .post, body: ByteBuffer(string: #"{"purpose":"attestation"}"#)
+            ) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(MiddlewareTests().code(response) == "storeUnavailable")
+            }
+            let headers = try MiddlewareTests().signed(device, path: "/api/order", body: "", challenge: Array(0..<32))
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(!String(buffer: response.body).contains("connection refused"))
+            }
+        }
+    }
+
+    @Test("beyond the per-key rate the middleware answers 429 with Retry-After")
+    func rateLimited() async throws {
+        let authority = MiddlewareTests.authority
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: MiddlewareTests.appID, environment: .production, trustAnchor: authority.trustAnchor)),
+            store: MemoryAppAttestStore())
+        let router = Router(context: AppAttestBasicRequestContext.self)
+        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
+        router.group("api").add(
+            middleware: AppAttestMiddleware(
+                service: service, rateLimiter: AppAttestRateLimiter(ratePerSecond: 0.001, burst: 1))
+        )
+        .post("order") { _, _ in "ok" }
+        let device = try SimulatedDevice(authority: authority, appID: MiddlewareTests.appID)
+        let tests = MiddlewareTests()
+        try await Application(router: router).test(.router) { client in
+            try await tests.register(client, device)
+            for expected in [HTTPResponse.Status.ok, .tooManyRequests] {
+                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+                let headers = try tests.signed(device, path: "/api/order", body: "", challenge: c)
+                try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                    #expect(response.status == expected)
+                    if expected == .tooManyRequests {
+                        #expect(response.headers[.retryAfter].flatMap(Int.init) ?? 0 >= 1)
+                    }
+                }
+            }
+        }
+    }
+}
