@@ -70,11 +70,6 @@ extension AppAttestServer {
         var userId: String?
     }
 
-    struct ChallengeResponse: Encodable {
-        var challenge: String
-        var expiresAt: Date
-    }
-
     struct AttestationRequest: Decodable {
         var keyId: String
         var attestationObject: String
@@ -140,41 +135,18 @@ extension AppAttestServer {
     // MARK: Operations
 
     func challenge(_ body: ChallengeRequest) async -> AppAttestHTTPResponse {
-        guard let service else { return .problem(Self.notConfigured) }
-        guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(body.purpose),
-            body.userId.map({ $0.utf8.count <= 256 }) ?? true
-        else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
-        var keyID: KeyID?
-        if let text = body.keyId {
-            guard let parsed = try? KeyID(base64Encoded: text) else {
-                return .problem(.malformed("keyId is not Base64 of 32 bytes"))
-            }
-            keyID = parsed
-        }
-        do {
-            let issued = try await service.issueChallenge(purpose: body.purpose, keyID: keyID, userID: body.userId)
-            return .json(
-                ChallengeResponse(
-                    challenge: AppAttestRequestBinding.base64URL(issued.challenge), expiresAt: issued.expiresAt))
-        } catch {
-            return .problem(AppAttestProblem(error))
-        }
+        guard let operations else { return .problem(Self.notConfigured) }
+        return await operations.challenge(purpose: body.purpose, keyID: body.keyId, userID: body.userId)
     }
 
     func attestation(_ body: AttestationRequest) async -> AppAttestHTTPResponse {
-        guard let service else { return .problem(Self.notConfigured) }
-        guard let keyID = try? KeyID(base64Encoded: body.keyId),
-            let object = AppAttestRequestBinding.decodeBase64(
-                body.attestationObject, limit: AttestationObject.maximumSize),
-            let challenge = AppAttestRequestBinding.decodeBase64URL(body.challenge, limit: 1024),
-            body.userId.map({ $0.utf8.count <= 256 }) ?? true
-        else { return .problem(.malformed("Expected keyId, attestationObject and challenge")) }
-        do {
-            let record = try await service.registerAttestation(
-                object, keyID: keyID, challenge: challenge, userID: body.userId)
-            return .json(KeyResponse(record))
-        } catch {
-            return .problem(AppAttestProblem(error))
+        guard let operations else { return .problem(Self.notConfigured) }
+        switch await operations.registerAttestation(
+            keyID: body.keyId, attestationObject: body.attestationObject, challenge: body.challenge,
+            userID: body.userId)
+        {
+        case .success(let record): return .json(KeyResponse(record))
+        case .failure(let problem): return .problem(problem)
         }
     }
 

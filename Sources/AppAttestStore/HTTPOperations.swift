@@ -116,22 +116,28 @@ public struct AppAttestHTTPOperations: Sendable {
         var environment: String
     }
 
-    /// Issues a challenge.
+    /// Issues a challenge (body `{"purpose", "keyId"?}`); `userID` comes from your authentication, never the body.
     public func challenge(body: some Collection<UInt8>, userID: String?) async -> AppAttestHTTPResponse {
-        guard let request = Self.decode(ChallengeRequest.self, body),
-            [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(request.purpose)
-        else {
+        guard let request = Self.decode(ChallengeRequest.self, body) else {
             return .problem(.malformed("Expected {\"purpose\": \"attestation\"|\"assertion\"}"))
         }
+        return await challenge(purpose: request.purpose, keyID: request.keyId, userID: userID)
+    }
+
+    /// Issues a challenge for a purpose, optionally reserved for a key (Base64) and a user.
+    public func challenge(purpose: String, keyID keyText: String?, userID: String?) async -> AppAttestHTTPResponse {
+        guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(purpose),
+            userID.map({ $0.utf8.count <= 256 }) ?? true
+        else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
         var keyID: KeyID?
-        if let text = request.keyId {
-            guard let parsed = try? KeyID(base64Encoded: text) else {
+        if let keyText {
+            guard let parsed = try? KeyID(base64Encoded: keyText) else {
                 return .problem(.malformed("keyId is not Base64 of 32 bytes"))
             }
             keyID = parsed
         }
         do {
-            let issued = try await service.issueChallenge(purpose: request.purpose, keyID: keyID, userID: userID)
+            let issued = try await service.issueChallenge(purpose: purpose, keyID: keyID, userID: userID)
             return .json(
                 ChallengeResponse(
                     challenge: AppAttestRequestBinding.base64URL(issued.challenge), expiresAt: issued.expiresAt))
@@ -140,9 +146,15 @@ public struct AppAttestHTTPOperations: Sendable {
         }
     }
 
-    /// Registers an attestation.
+    /// Registers an attestation (body `{"keyId", "attestationObject", "challenge"}`).
     public func attestation(body: some Collection<UInt8>, userID: String?) async -> AppAttestHTTPResponse {
-        switch await registerAttestation(body: body, userID: userID) {
+        guard let request = Self.decode(AttestationRequest.self, body) else {
+            return .problem(.malformed("Expected keyId, attestationObject and challenge"))
+        }
+        switch await registerAttestation(
+            keyID: request.keyId, attestationObject: request.attestationObject, challenge: request.challenge,
+            userID: userID)
+        {
         case .success(let record):
             return .json(
                 AttestationResponse(
@@ -152,15 +164,16 @@ public struct AppAttestHTTPOperations: Sendable {
         }
     }
 
-    /// Registers an attestation, returning the stored key.
-    public func registerAttestation(body: some Collection<UInt8>, userID: String?) async
-        -> Result<KeyRecord, AppAttestProblem>
+    /// Registers an attestation given as text (keyId Base64, object Base64, challenge Base64URL).
+    public func registerAttestation(
+        keyID keyText: String, attestationObject: String, challenge challengeText: String, userID: String?
+    )
+        async -> Result<KeyRecord, AppAttestProblem>
     {
-        guard let request = Self.decode(AttestationRequest.self, body),
-            let keyID = try? KeyID(base64Encoded: request.keyId),
-            let object = AppAttestRequestBinding.decodeBase64(
-                request.attestationObject, limit: AttestationObject.maximumSize),
-            let challenge = AppAttestRequestBinding.decodeBase64URL(request.challenge, limit: 1024)
+        guard let keyID = try? KeyID(base64Encoded: keyText),
+            let object = AppAttestRequestBinding.decodeBase64(attestationObject, limit: AttestationObject.maximumSize),
+            let challenge = AppAttestRequestBinding.decodeBase64URL(challengeText, limit: 1024),
+            userID.map({ $0.utf8.count <= 256 }) ?? true
         else {
             return .failure(.malformed("Expected keyId, attestationObject and challenge"))
         }

@@ -13,17 +13,28 @@ struct MiddlewareTests {
     static let authority = try! TestCertificateAuthority(name: "Hummingbird")
     static let appID = try! AppID("HBIRD12345.com.example.app")
 
-    func makeApp() throws -> (some ApplicationProtocol, SimulatedDevice) {
+    /// The routes at /appattest and a protected POST /api/order, on `store`.
+    static func makeRouter(
+        store: any AppAttestStore = MemoryAppAttestStore(), rateLimiter: AppAttestRateLimiter? = nil
+    ) throws -> Router<AppAttestBasicRequestContext> {
         let service = AppAttestService(
             verifier: try AppAttestVerifier(
-                configuration: .init(
-                    appID: Self.appID, environment: .production, trustAnchor: Self.authority.trustAnchor)),
-            store: MemoryAppAttestStore())
+                configuration: .init(appID: appID, environment: .production, trustAnchor: authority.trustAnchor)),
+            store: store)
         let router = Router(context: AppAttestBasicRequestContext.self)
         AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
-        router.group("api").add(middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096))
-            .post("order") { _, context in "ok counter \(context.attestedDevice!.counter)" }
-        return (Application(router: router), try SimulatedDevice(authority: Self.authority, appID: Self.appID))
+        router.group("api").add(
+            middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096, rateLimiter: rateLimiter)
+        )
+        .post("order") { _, context in "ok counter \(context.attestedDevice!.counter)" }
+        return router
+    }
+
+    func makeApp() throws -> (some ApplicationProtocol, SimulatedDevice) {
+        (
+            Application(router: try Self.makeRouter()),
+            try SimulatedDevice(authority: Self.authority, appID: Self.appID)
+        )
     }
 
     struct Challenge: Decodable { var challenge: String }
@@ -162,17 +173,8 @@ struct UnavailableStore: AppAttestStore {
 struct MiddlewareFailureTests {
     @Test("a store that cannot answer gives 503 storeUnavailable, never a verdict")
     func storeDown() async throws {
-        let authority = MiddlewareTests.authority
-        let service = AppAttestService(
-            verifier: try AppAttestVerifier(
-                configuration: .init(
-                    appID: MiddlewareTests.appID, environment: .production, trustAnchor: authority.trustAnchor)),
-            store: UnavailableStore())
-        let router = Router(context: AppAttestBasicRequestContext.self)
-        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
-        router.group("api").add(middleware: AppAttestMiddleware(service: service))
-            .post("order") { _, _ in "ok" }
-        let device = try SimulatedDevice(authority: authority, appID: MiddlewareTests.appID)
+        let router = try MiddlewareTests.makeRouter(store: UnavailableStore())
+        let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
         try await Application(router: router).test(.router) { client in
             try await client.execute(
                 uri: "/appattest/challenge", method: .post, body: ByteBuffer(string: #"{"purpose":"attestation"}"#)
@@ -190,20 +192,9 @@ struct MiddlewareFailureTests {
 
     @Test("beyond the per-key rate the middleware answers 429 with Retry-After")
     func rateLimited() async throws {
-        let authority = MiddlewareTests.authority
-        let service = AppAttestService(
-            verifier: try AppAttestVerifier(
-                configuration: .init(
-                    appID: MiddlewareTests.appID, environment: .production, trustAnchor: authority.trustAnchor)),
-            store: MemoryAppAttestStore())
-        let router = Router(context: AppAttestBasicRequestContext.self)
-        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
-        router.group("api").add(
-            middleware: AppAttestMiddleware(
-                service: service, rateLimiter: AppAttestRateLimiter(ratePerSecond: 0.001, burst: 1))
-        )
-        .post("order") { _, _ in "ok" }
-        let device = try SimulatedDevice(authority: authority, appID: MiddlewareTests.appID)
+        let router = try MiddlewareTests.makeRouter(
+            rateLimiter: AppAttestRateLimiter(ratePerSecond: 0.001, burst: 1))
+        let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
         let tests = MiddlewareTests()
         try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
