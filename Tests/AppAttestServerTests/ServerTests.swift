@@ -8,6 +8,18 @@ import Hummingbird
 import HummingbirdTesting
 import Testing
 
+/// The databases the service is tested on. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` sets it); without
+/// it that case is disabled locally and fails under CI.
+enum Database: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+
+    var testDescription: String { rawValue }
+    static var postgresURL: String? { ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] }
+    static var available: [Database] {
+        postgresURL == nil && ProcessInfo.processInfo.environment["CI"] == nil ? [.sqlite] : allCases
+    }
+}
+
 /// Helpers shared by the service tests.
 enum Fixture {
     static let authority = try! TestCertificateAuthority(name: "Serve")
@@ -28,9 +40,14 @@ enum Fixture {
     }
 
     /// A configuration on a fresh SQLite file that trusts the test authority, with two caller tokens.
-    static func configuration(directory: String) throws -> ServerConfiguration {
+    static func configuration(directory: String, database: Database = .sqlite) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
-        configuration.database = "sqlite:\(directory)/serve.sqlite"
+        switch database {
+        case .sqlite: configuration.database = "sqlite:\(directory)/serve.sqlite"
+        case .postgres:
+            configuration.database = try #require(
+                Database.postgresURL, "APPATTEST_POSTGRES_URL is not set: run .ci/postgres.sh start and export it")
+        }
         configuration.apps = [.init(appId: appID.rawValue, environments: ["production"])]
         configuration.tokens = [.init(name: "orders", token: tokenA), .init(name: "orders-next", token: tokenB)]
         try pem(authority.rootCertificate, at: "\(directory)/root.pem")
@@ -78,10 +95,13 @@ struct ServerTests {
         #expect(F.json(registered)["counter"] as? Int == 0)
     }
 
-    @Test("challenge → attestation → assertions (bound request and raw client data) → replay 409 → revoke → 401")
-    func flow() async throws {
+    @Test(
+        "challenge → attestation → assertions (bound request and raw client data) → replay 409 → revoke → 401",
+        arguments: Database.available)
+    func flow(database: Database) async throws {
         let directory = try F.directory()
-        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
+        let server = try await AppAttestServer.open(
+            configuration: try F.configuration(directory: directory, database: database))
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
         let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
         try await server.makeApplication().test(.router) { client in
