@@ -200,6 +200,7 @@ let package = Package(
                 "AppAttestCBOR",
                 "AppAttestServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -10,6 +10,7 @@ public import Hummingbird
 public import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// The request context of `appattest serve`: who called.
 public struct ServerRequestContext: RequestContext {
@@ -31,7 +32,8 @@ public final class AppAttestServer: Sendable {
     public let store: any AppAttestStore
     public let metrics: ServerMetrics
     public let logger: Logger
-    let tokens: BearerTokens
+    private let tokenState: Mutex<BearerTokens>
+    var tokens: BearerTokens { tokenState.withLock { $0 } }
     let operations: AppAttestHTTPOperations?
     let rateLimiter: AppAttestRateLimiter?
     let refresher: ReceiptRefresher?
@@ -92,13 +94,27 @@ public final class AppAttestServer: Sendable {
         self.store = store
         self.metrics = metrics
         self.logger = logger
-        self.tokens = BearerTokens(configuration.tokens)
+        self.tokenState = Mutex(BearerTokens(configuration.tokens))
         self.operations = service.map { AppAttestHTTPOperations(service: $0) }
         self.rateLimiter = configuration.rateLimit.map {
             AppAttestRateLimiter(ratePerSecond: $0.requestsPerSecond, burst: $0.burst)
         }
         self.refresher = refresher
         self.closeStore = closeStore
+    }
+
+    /// Replaces the accepted bearer tokens at once, without a restart (`appattest serve` does it on SIGHUP): rotate
+    /// by adding the new token, moving the callers, then removing the old one. An empty list keeps the current ones.
+    /// - Returns: the names of the tokens now accepted.
+    @discardableResult
+    public func reloadTokens(_ tokens: [ServerConfiguration.Token]) throws(ServerConfigurationError) -> [String] {
+        var check = configuration
+        check.tokens = tokens
+        _ = try check.verifierConfiguration()
+        guard !tokens.isEmpty else { return self.tokens.names }
+        tokenState.withLock { $0 = BearerTokens(tokens) }
+        logger.notice("bearer tokens reloaded", metadata: ["callers": "\(tokens.map(\.name).joined(separator: ","))"])
+        return tokens.map(\.name)
     }
 
     /// Closes the store (after the HTTP server stopped).

@@ -14,6 +14,7 @@ struct BearerTokens: Sendable {
     }
 
     var isEmpty: Bool { entries.isEmpty }
+    var names: [String] { entries.map(\.name) }
 
     /// The name of the caller whose token is in `authorization` (`Bearer …`), or nil.
     func caller(authorization: String?) -> String? {

@@ -2,6 +2,7 @@ import AppAttestServer
 import ArgumentParser
 import Foundation
 import Logging
+import UnixSignals
 
 /// `appattest serve`: the verification service (Sources/AppAttestServer, API in openapi.yaml).
 struct ServeCommand: AsyncParsableCommand {
@@ -11,8 +12,9 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Configuration: the JSON file (--config, or appattest.json in the working directory when present; see \
             appattest.sample.json), then APPATTEST_* environment variables, then these options. With no token \
-            configured, a random bearer token is generated into appattest-token (mode 0600). SIGTERM or SIGINT \
-            stop the server after in-flight requests finish.
+            configured, a random bearer token is generated into appattest-token (mode 0600). SIGHUP reloads the \
+            tokens from the configuration file; SIGTERM or SIGINT stop the server after in-flight requests \
+            finish.
             """
     )
 
@@ -30,6 +32,32 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "appattest.serve")
         logger.logLevel = level
+        let configuration = try loadConfiguration(logger: logger)
+        let metrics = ServerMetrics()
+        metrics.bootstrapMetricsSystem()
+        let server = try await AppAttestServer.open(configuration: configuration, metrics: metrics, logger: logger)
+        // SIGHUP: read the tokens again (the configuration file), so that they rotate without a restart.
+        let reloader = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                do { try server.reloadTokens(try loadConfiguration(logger: logger).tokens) } catch {
+                    logger.error("SIGHUP: tokens not reloaded", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        defer { reloader.cancel() }
+        logger.info(
+            "listening",
+            metadata: [
+                "address": "http://\(configuration.host):\(configuration.port)",
+                "database": "\(configuration.database.hasPrefix("postgres") ? "postgres" : configuration.database)",
+                "apps": "\(configuration.apps.map(\.appId).joined(separator: ","))",
+                "callers": "\(server.configuration.tokens.map(\.name).joined(separator: ","))",
+            ])
+        try await server.run()
+    }
+
+    /// The file (if any), then the environment, then the options.
+    func loadConfiguration(logger: Logger) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
         let file = config ?? (FileManager.default.fileExists(atPath: "appattest.json") ? "appattest.json" : nil)
         if let file {
@@ -40,17 +68,6 @@ struct ServeCommand: AsyncParsableCommand {
         if let database { configuration.database = database }
         if let host { configuration.host = host }
         if let port { configuration.port = port }
-        let metrics = ServerMetrics()
-        metrics.bootstrapMetricsSystem()
-        let server = try await AppAttestServer.open(configuration: configuration, metrics: metrics, logger: logger)
-        logger.info(
-            "listening",
-            metadata: [
-                "address": "http://\(configuration.host):\(configuration.port)",
-                "database": "\(configuration.database.hasPrefix("postgres") ? "postgres" : configuration.database)",
-                "apps": "\(configuration.apps.map(\.appId).joined(separator: ","))",
-                "callers": "\(server.configuration.tokens.map(\.name).joined(separator: ","))",
-            ])
-        try await server.run()
+        return configuration
     }
 }

@@ -231,6 +231,29 @@ struct ServerTests {
         await server.close()
     }
 
+    @Test("tokens rotate without a restart: the new set applies at once, an invalid set is refused whole")
+    func tokenRotation() async throws {
+        let directory = try F.directory()
+        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
+        let tokenC = "token-of-orders-service-0003"
+        try await server.makeApplication().test(.router) { client in
+            var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenA)
+            #expect(response.status == .ok)
+            #expect(try server.reloadTokens([.init(name: "orders-2027", token: tokenC)]) == ["orders-2027"])
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenA)
+            #expect(response.status == .unauthorized)
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: tokenC)
+            #expect(response.status == .ok)
+            #expect(throws: ServerConfigurationError.self) {
+                try server.reloadTokens([.init(name: "x", token: "short"), .init(name: "y", token: F.tokenB)])
+            }
+            #expect(try server.reloadTokens([]) == ["orders-2027"])
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenB)
+            #expect(response.status == .unauthorized)
+        }
+        await server.close()
+    }
+
     @Test("beyond a caller's rate: 429 with Retry-After; callers are limited separately")
     func rateLimit() async throws {
         let directory = try F.directory()
