@@ -25,10 +25,17 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port (default 8080).") var port: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = ProcessInfo.processInfo.environment["APPATTEST_LOG_LEVEL"] ?? "info"
+    @Option(name: .customLong("log-format"), help: "text (swift-log's default) or json (one object per line).")
+    var logFormat: String = ProcessInfo.processInfo.environment["APPATTEST_LOG_FORMAT"] ?? "text"
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level \(logLevel)")
+        }
+        switch logFormat {
+        case "json": LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        case "text": break
+        default: throw ValidationError("unknown log format \(logFormat)")
         }
         var logger = Logger(label: "appattest.serve")
         logger.logLevel = level
