@@ -78,15 +78,23 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
 
     public func boot(routes: any RoutesBuilder) throws {
         let group = routes.grouped(PathComponent(stringLiteral: path))
-        let limit = ByteCount(value: AppAttestHTTPOperations.maximumJSONBodySize)
-        group.on(.POST, "challenge", body: .collect(maxSize: limit)) { request async -> Response in
-            let body = request.body.data ?? ByteBuffer()
+        group.on(.POST, "challenge", body: .stream) { request async -> Response in
+            guard let body = await Self.collect(request) else { return response(.problem(.bodyTooLarge)) }
             return response(await operations.challenge(body: body.readableBytesView, userID: userID(request)))
         }
-        group.on(.POST, "attestation", body: .collect(maxSize: limit)) { request async -> Response in
-            let body = request.body.data ?? ByteBuffer()
+        group.on(.POST, "attestation", body: .stream) { request async -> Response in
+            guard let body = await Self.collect(request) else { return response(.problem(.bodyTooLarge)) }
             return response(await operations.attestation(body: body.readableBytesView, userID: userID(request)))
         }
+    }
+
+    /// The body, at most ``AppAttestHTTPOperations/maximumJSONBodySize`` bytes (nil beyond), so that an oversized
+    /// body gets the same problem response as everything else rather than Vapor's own error.
+    static func collect(_ request: Request) async -> ByteBuffer? {
+        let limit = AppAttestHTTPOperations.maximumJSONBodySize
+        let body: ByteBuffer
+        do { body = try await request.body.collect(max: limit).get() ?? ByteBuffer() } catch { return nil }
+        return body.readableBytes <= limit ? body : nil
     }
 }
 

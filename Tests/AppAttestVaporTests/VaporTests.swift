@@ -137,6 +137,11 @@ struct VaporMiddlewareTests {
             response = try await app.testing().sendRequest(
                 .POST, "/appattest/challenge", body: ByteBuffer(string: "{\"purpose\":1}"))
             #expect(response.status == .badRequest)
+            response = try await app.testing().sendRequest(
+                .POST, "/appattest/attestation",
+                body: ByteBuffer(repeating: 0x20, count: AppAttestHTTPOperations.maximumJSONBodySize + 1))
+            #expect(response.status == .payloadTooLarge)
+            #expect(code(response) == "bodyTooLarge")
         }
     }
 
