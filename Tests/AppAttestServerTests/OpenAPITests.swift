@@ -19,10 +19,8 @@ struct OpenAPITests {
         let text = try String(contentsOf: Self.path, encoding: .utf8)
         let document = try YAMLDecoder().decode(OpenAPI.Document.self, from: text)
         try document.validate()
-        let directory = try Fixture.directory()
-        let server = try await AppAttestServer.open(configuration: try Fixture.configuration(directory: directory))
         let keyID = AppAttestRequestBinding.base64URL([UInt8](repeating: 9, count: 32))
-        let operations = try await server.makeApplication().test(.router) { client in
+        let operations = try await Fixture.withServer { _, client in
             var operations = 0
             for (path, item) in document.paths {
                 guard case .b(let pathItem) = item else { continue }
@@ -41,7 +39,6 @@ struct OpenAPITests {
             }
             return operations
         }
-        await server.close()
         #expect(operations == 10)
     }
 }

@@ -57,6 +57,27 @@ enum Fixture {
         return configuration
     }
 
+    /// Opens a server on a fresh configuration (changed by `change`), runs `body` against its router, and closes it
+    /// whatever happens.
+    @discardableResult
+    static func withServer<T: Sendable>(
+        database: Database = .sqlite, _ change: (inout ServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (AppAttestServer, any TestClientProtocol) async throws -> T
+    ) async throws -> T {
+        let directory = try directory()
+        var configuration = try configuration(directory: directory, database: database)
+        change(&configuration)
+        let server = try await AppAttestServer.open(configuration: configuration)
+        do {
+            let result = try await server.makeApplication().test(.router) { client in try await body(server, client) }
+            await server.close()
+            return result
+        } catch {
+            await server.close()
+            throw error
+        }
+    }
+
     static func headers(_ token: String? = tokenA) -> HTTPFields {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
@@ -99,12 +120,9 @@ struct ServerTests {
         "challenge → attestation → assertions (bound request and raw client data) → replay 409 → revoke → 401",
         arguments: Database.available)
     func flow(database: Database) async throws {
-        let directory = try F.directory()
-        let server = try await AppAttestServer.open(
-            configuration: try F.configuration(directory: directory, database: database))
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
         let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
-        try await server.makeApplication().test(.router) { client in
+        try await F.withServer(database: database) { _, client in
             try await register(client, device, userId: "user-7")
 
             // The canonical binding: the server builds the client data from the request's parts.
@@ -171,14 +189,11 @@ struct ServerTests {
             #expect(metrics.contains(#"code="keyRevoked"} 1"#))
             #expect(metrics.contains("appattest_operation_duration_seconds_bucket"))
         }
-        await server.close()
     }
 
     @Test("refusals: no or wrong token 401, malformed 400, unknown key 404, oversized 413, foreign object 401")
     func refusals() async throws {
-        let directory = try F.directory()
-        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
-        try await server.makeApplication().test(.router) { client in
+        try await F.withServer { _, client in
             var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: nil)
             #expect(response.status == .unauthorized)
             #expect(response.headers[.wwwAuthenticate] == "Bearer")
@@ -228,15 +243,12 @@ struct ServerTests {
             response = try await client.execute(uri: "/ping", method: .get)
             #expect(String(buffer: response.body) == "pong")
         }
-        await server.close()
     }
 
     @Test("tokens rotate without a restart: the new set applies at once, an invalid set is refused whole")
     func tokenRotation() async throws {
-        let directory = try F.directory()
-        let server = try await AppAttestServer.open(configuration: try F.configuration(directory: directory))
         let tokenC = "token-of-orders-service-0003"
-        try await server.makeApplication().test(.router) { client in
+        try await F.withServer { server, client in
             var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenA)
             #expect(response.status == .ok)
             #expect(try server.reloadTokens([.init(name: "orders-2027", token: tokenC)]) == ["orders-2027"])
@@ -251,16 +263,11 @@ struct ServerTests {
             response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenB)
             #expect(response.status == .unauthorized)
         }
-        await server.close()
     }
 
     @Test("beyond a caller's rate: 429 with Retry-After; callers are limited separately")
     func rateLimit() async throws {
-        let directory = try F.directory()
-        var configuration = try F.configuration(directory: directory)
-        configuration.rateLimit = .init(requestsPerSecond: 0.01, burst: 2)
-        let server = try await AppAttestServer.open(configuration: configuration)
-        try await server.makeApplication().test(.router) { client in
+        try await F.withServer({ $0.rateLimit = .init(requestsPerSecond: 0.01, burst: 2) }) { _, client in
             for _ in 0..<2 {
                 let response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
                 #expect(response.status == .ok)
@@ -272,32 +279,29 @@ struct ServerTests {
             response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenB)
             #expect(response.status == .ok)
         }
-        await server.close()
     }
 
     @Test("the served OpenAPI document is the committed one; without App IDs operations answer 503 notConfigured")
     func openAPIAndNotConfigured() async throws {
-        let directory = try F.directory()
-        var configuration = try F.configuration(directory: directory)
-        configuration.apps = []
-        configuration.tokens = []
-        let server = try await AppAttestServer.open(configuration: configuration)
-        // No token configured: one was generated into the token file, readable by the owner only.
-        let token = try String(contentsOfFile: "\(directory)/token", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        let attributes = try FileManager.default.attributesOfItem(atPath: "\(directory)/token")
-        #expect((attributes[.posixPermissions] as? Int) == 0o600)
         let committed = try Data(
             contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent().appendingPathComponent("Sources/AppAttestServer/openapi.yaml"))
-        try await server.makeApplication().test(.router) { client in
+        try await F.withServer({
+            $0.apps = []
+            $0.tokens = []
+        }) { server, client in
+            // No token configured: one was generated into the token file, readable by the owner only.
+            let tokenFile = server.configuration.tokenFile
+            let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let attributes = try FileManager.default.attributesOfItem(atPath: tokenFile)
+            #expect((attributes[.posixPermissions] as? Int) == 0o600)
             var response = try await client.execute(uri: "/openapi.yaml", method: .get)
             #expect(Data(buffer: response.body) == committed)
             response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: token)
             #expect(response.status == .serviceUnavailable)
             #expect(F.json(response)["code"] as? String == "notConfigured")
         }
-        await server.close()
         // Every path of the router is in the document.
         let text = String(decoding: committed, as: UTF8.self)
         for path in [
