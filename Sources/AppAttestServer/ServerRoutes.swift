@@ -303,7 +303,7 @@ extension AppAttestServer {
         start: ContinuousClock.Instant
     ) -> Response {
         let duration = ContinuousClock.now - start
-        let code = result.status < 300 ? nil : Self.code(of: result)
+        let code = result.status < 300 ? nil : result.problemCode ?? "status\(result.status)"
         metrics.record(operation: operation, code: code, duration: duration)
         context.logger.debug(
             "\(operation)",
@@ -312,11 +312,6 @@ extension AppAttestServer {
                 "ms": "\(Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)",
             ])
         return response(result)
-    }
-
-    static func code(of result: AppAttestHTTPResponse) -> String {
-        struct Code: Decodable { var code: String }
-        return (try? JSONDecoder().decode(Code.self, from: Data(result.body)))?.code ?? "status\(result.status)"
     }
 }
 

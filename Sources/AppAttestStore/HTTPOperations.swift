@@ -26,6 +26,8 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
     public var body: [UInt8]
     /// Extra headers (e.g. `Retry-After` on 429).
     public var headers: [String: String]
+    /// The problem's code, for problem responses (metrics and logs read it here rather than from the body).
+    public var problemCode: String?
 
     public init(status: Int, contentType: String = "application/json", body: [UInt8], headers: [String: String] = [:]) {
         self.status = status
@@ -53,8 +55,10 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
         let body = (try? encoder.encode(ProblemDocument(problem))).map(Array.init) ?? Array("{}".utf8)
         var headers: [String: String] = [:]
         if let retryAfter = problem.retryAfter { headers["Retry-After"] = String(retryAfter) }
-        return AppAttestHTTPResponse(
+        var response = AppAttestHTTPResponse(
             status: problem.status, contentType: "application/problem+json", body: body, headers: headers)
+        response.problemCode = problem.code
+        return response
     }
 }
 
