@@ -202,11 +202,19 @@ extension AppAttestServer {
     func revoke(_ keyID: KeyID) async -> AppAttestHTTPResponse {
         do {
             guard try await store.key(keyID) != nil else { return .problem(Self.unknownKey) }
-            let revoked = try await store.revokeKey(keyID, at: Date())
+            // Through the service when there is one, so that its key cache forgets the key at once.
+            let revoked: Bool
+            if let service {
+                revoked = try await service.revokeKey(keyID)
+            } else {
+                revoked = try await store.revokeKey(keyID, at: Date())
+            }
             logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(revoked)"])
             return .json(RevokeResponse(keyId: keyID.base64EncodedString, revoked: true))
+        } catch let error as AppAttestServiceError {
+            return .problem(AppAttestProblem(error))
         } catch {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, "\(error)")))
         }
     }
 
@@ -230,8 +238,12 @@ extension AppAttestServer {
             let client = refresher.clients[record.environment]!
             switch try await client.refresh(record.receipt, appID: record.appID, publicKey: publicKey) {
             case .refreshed(let receipt):
-                _ = try await store.updateReceipt(
-                    keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: Date())
+                if let service {
+                    _ = try await service.updateReceipt(keyID, receipt: receipt)
+                } else {
+                    _ = try await store.updateReceipt(
+                        keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: Date())
+                }
                 return .json(
                     RefreshResponse(
                         keyId: keyID.base64EncodedString, outcome: "refreshed", riskMetric: receipt.riskMetric,
@@ -246,6 +258,8 @@ extension AppAttestServer {
             return .problem(.init(status: 502, code: "apple.\(error.code)", title: "Apple's receipt service refused"))
         } catch let error as StoreError {
             return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        } catch let error as AppAttestServiceError {
+            return .problem(AppAttestProblem(error))
         } catch {
             return .problem(.init(status: 500, code: "internal", title: "Internal error"))
         }

@@ -76,7 +76,7 @@ public struct AppAttestService: Sendable {
     /// Validates the receipt of each new attestation when set (SPEC §4.4, freshly received).
     public let receiptValidator: AppAttestReceiptValidator?
     private let now: @Sendable () -> Date
-    private let parsedKeys = ParsedKeyCache()
+    private let keyCache = KeyCache()
 
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
@@ -145,7 +145,7 @@ public struct AppAttestService: Sendable {
             }
             throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
         }
-        parsedKeys.insert(attested.publicKey)
+        keyCache.insert(record, publicKey: attested.publicKey)
         return record
     }
 
@@ -159,20 +159,30 @@ public struct AppAttestService: Sendable {
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID, challenge: [UInt8]? = nil
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
-        else {
-            throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
-        }
-        guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
-        let publicKey: AttestedPublicKey
-        do { publicKey = try parsedKeys.key(for: record.publicKey) } catch {
-            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
+        // conditional update below is what decides, so a stale counter or a revocation made elsewhere cannot let
+        // an assertion through; it only means the refusal is found there instead of here.
+        let entry: KeyCache.Entry
+        if let cached = keyCache.entry(keyID) {
+            entry = cached
+        } else {
+            guard
+                let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
+            else {
+                throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
+            }
+            guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+            let publicKey: AttestedPublicKey
+            do { publicKey = try AttestedPublicKey(x963Representation: record.publicKey) } catch {
+                throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+            }
+            entry = keyCache.insert(record, publicKey: publicKey)
         }
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
-                assertion, clientData: clientData, publicKey: publicKey, appID: record.appID,
-                previousCounter: record.counter)
+                assertion, clientData: clientData, publicKey: entry.publicKey, appID: entry.record.appID,
+                previousCounter: entry.record.counter)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
@@ -183,25 +193,33 @@ public struct AppAttestService: Sendable {
             }
             try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: nil)
         }
+        // One atomic statement: counter forward only, key not revoked.
         let advanced = try await run { () async throws(StoreError) -> Bool in
             try await store.advanceCounter(keyID, to: verified.counter)
         }
         guard advanced else {
+            keyCache.remove(keyID)
+            let current = try await run { () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }
+            guard let current else { throw AppAttestServiceError(.unknownKey, "no key \(keyID)") }
+            if current.revokedAt != nil { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
             throw AppAttestServiceError(.counterReplayed, "counter \(verified.counter) was already used for this key")
         }
-        var updated = record
+        keyCache.advance(keyID, to: verified.counter)
+        var updated = entry.record
         updated.counter = verified.counter
         return AuthenticatedAssertion(key: updated, assertion: verified)
     }
 
     /// Revokes a key: its assertions are refused from now on.
     public func revokeKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
+        keyCache.remove(keyID)
         let time = now()
         return try await run { () async throws(StoreError) -> Bool in try await store.revokeKey(keyID, at: time) }
     }
 
     /// Stores a new receipt for a key (after a refresh).
     public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
+        keyCache.remove(keyID)
         let time = now()
         return try await run { () async throws(StoreError) -> Bool in
             try await store.updateReceipt(
@@ -254,22 +272,53 @@ public struct AppAttestService: Sendable {
     }
 }
 
-/// Parsed public keys by point, so that repeated assertions from one key do not parse it again (bounded).
-final class ParsedKeyCache: Sendable {
-    private let keys = Mutex<[[UInt8]: AttestedPublicKey]>([:])
-    private static let limit = 10_000
-
-    func key(for point: [UInt8]) throws(AppAttestError) -> AttestedPublicKey {
-        if let key = keys.withLock({ $0[point] }) { return key }
-        let key = try AttestedPublicKey(x963Representation: point)
-        insert(key)
-        return key
+/// Keys as last read, with their parsed points, for at most ``maximumAge`` seconds (so that a receipt refreshed or
+/// a key revoked by another process shows within that time; this process's own changes show at once) and at most
+/// ``limit`` entries. Only an optimisation: the store's atomic update is the authority on counters and revocation.
+final class KeyCache: Sendable {
+    struct Entry: Sendable {
+        var record: KeyRecord
+        let publicKey: AttestedPublicKey
+        let fetchedAt: TimeInterval
     }
 
-    func insert(_ key: AttestedPublicKey) {
-        keys.withLock { keys in
-            if keys.count >= Self.limit { keys.removeAll(keepingCapacity: true) }
-            keys[key.x963Representation] = key
+    private let entries = Mutex<[KeyID: Entry]>([:])
+    static let limit = 10_000
+    static let maximumAge: TimeInterval = 30
+
+    private static var uptime: TimeInterval { ProcessInfo.processInfo.systemUptime }
+
+    func entry(_ keyID: KeyID) -> Entry? {
+        entries.withLock { entries in
+            guard let entry = entries[keyID] else { return nil }
+            guard Self.uptime - entry.fetchedAt < Self.maximumAge else {
+                entries[keyID] = nil
+                return nil
+            }
+            return entry
         }
+    }
+
+    @discardableResult
+    func insert(_ record: KeyRecord, publicKey: AttestedPublicKey) -> Entry {
+        let entry = Entry(record: record, publicKey: publicKey, fetchedAt: Self.uptime)
+        entries.withLock { entries in
+            if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
+            entries[record.keyID] = entry
+        }
+        return entry
+    }
+
+    /// Records a counter this process stored, so that its own replays are refused before the store is asked.
+    func advance(_ keyID: KeyID, to counter: UInt32) {
+        entries.withLock { entries in
+            if let current = entries[keyID]?.record.counter, current < counter {
+                entries[keyID]?.record.counter = counter
+            }
+        }
+    }
+
+    func remove(_ keyID: KeyID) {
+        _ = entries.withLock { $0.removeValue(forKey: keyID) }
     }
 }
