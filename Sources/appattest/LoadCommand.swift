@@ -3,7 +3,6 @@ import AppAttestStore
 import AppAttestTesting
 import ArgumentParser
 import AsyncHTTPClient
-import Crypto
 import Foundation
 import NIOCore
 
