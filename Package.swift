@@ -1,12 +1,23 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
-// Layers (STYLE.md §Conventions 1): C system modules → internal wrappers that own C memory → the pure
-// `AppAttest` core → tools. The core product builds without any web framework or database driver.
+// Layers, one direction: C system modules → internal wrappers that own C memory → the pure `AppAttest` core →
+// state and Apple's server APIs → adapters and the `appattest` command.
+//
+// Traits keep the dependency graph to what a user names. With no trait enabled (the default), a package that
+// depends on this one resolves swift-asn1, swift-crypto, swift-certificates, swift-log and
+// swift-argument-parser, and nothing else. Each trait below brings exactly the packages of its modules.
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("ExistentialAny"),
 ]
+
+let sqlite: TargetDependencyCondition? = .when(traits: ["SQLite"])
+let postgres: TargetDependencyCondition? = .when(traits: ["PostgreSQL"])
+let hummingbird: TargetDependencyCondition? = .when(traits: ["Hummingbird"])
+let vapor: TargetDependencyCondition? = .when(traits: ["Vapor"])
+let appleAPI: TargetDependencyCondition? = .when(traits: ["AppleServerAPI"])
+let service: TargetDependencyCondition? = .when(traits: ["Service"])
 
 let package = Package(
     name: "swift-app-attest",
@@ -15,116 +26,89 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
         .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
-        .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
         .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
         .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
         .library(name: "AppAttestHummingbird", targets: ["AppAttestHummingbird"]),
         .library(name: "AppAttestVapor", targets: ["AppAttestVapor"]),
-        .library(name: "AppAttestServer", targets: ["AppAttestServer"]),
+        .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
-        .executable(name: "appattest-store-worker", targets: ["appattest-store-worker"]),
+    ],
+    traits: [
+        .trait(name: "SQLite", description: "AppAttestSQLite: the embedded store on SQLite (GRDB)."),
+        .trait(name: "PostgreSQL", description: "AppAttestPostgres: the shared store on PostgreSQL (postgres-nio)."),
+        .trait(
+            name: "Hummingbird",
+            description: "AppAttestHummingbird: routes and middleware for Hummingbird 2 (hummingbird)."),
+        .trait(name: "Vapor", description: "AppAttestVapor: routes and middleware for Vapor 4 (vapor)."),
+        .trait(
+            name: "AppleServerAPI",
+            description:
+                "AppleDeviceAPI: DeviceCheck's two bits, receipt refresh and provider tokens (async-http-client, jwt-kit)."
+        ),
+        .trait(
+            name: "Service",
+            description:
+                "`appattest serve`, `load`, `stand-in` and `bench store`: the verification service "
+                + "(swift-prometheus, swift-metrics, swift-service-lifecycle, and the traits it enables).",
+            enabledTraits: ["SQLite", "PostgreSQL", "Hummingbird", "AppleServerAPI"]
+        ),
+        .default(enabledTraits: []),
     ],
     dependencies: [
+        // The core's: always resolved.
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
-        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
-        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        // Behind traits.
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // Tests only: never resolved by a package that depends on this one.
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
-        // MARK: C system libraries (SPEC §9)
+        // MARK: C system libraries
         .systemLibrary(
             name: "CAppAttestOpenSSL",
             pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
         .systemLibrary(
             name: "CAppAttestCBOR",
             pkgConfig: "libcbor",
-            providers: [.apt(["libcbor-dev"])]
+            providers: [.apt(["libcbor-dev"]), .brew(["libcbor"])]
         ),
 
         // MARK: Internal wrappers: the only files that touch C
-        .target(
-            name: "AppAttestCrypto",
-            dependencies: ["CAppAttestOpenSSL"],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "AppAttestCBOR",
-            dependencies: ["CAppAttestCBOR"],
-            swiftSettings: strict
-        ),
+        .target(name: "AppAttestCrypto", dependencies: ["CAppAttestOpenSSL"], swiftSettings: strict),
+        .target(name: "AppAttestCBOR", dependencies: ["CAppAttestCBOR"], swiftSettings: strict),
 
         // MARK: The core: parsing and verification, no I/O
         .target(
             name: "AppAttest",
-            dependencies: [
-                "AppAttestCrypto",
-                "AppAttestCBOR",
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-            ],
+            dependencies: ["AppAttestCrypto", "AppAttestCBOR", .product(name: "SwiftASN1", package: "swift-asn1")],
             swiftSettings: strict
         ),
-
-        // MARK: Test-vector files (TestVectors/README.md format)
-        .target(
-            name: "AppAttestVectors",
-            dependencies: ["AppAttest"],
-            swiftSettings: strict
-        ),
-
-        // MARK: A simulated App Attest device and certificate authority, for tests (ours and our users')
+        .target(name: "AppAttestVectors", dependencies: ["AppAttest"], swiftSettings: strict),
         .target(
             name: "AppAttestTesting",
             dependencies: [
-                "AppAttest",
-                "AppAttestVectors",
+                "AppAttest", "AppAttestVectors", "AppAttestCBOR",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: Apple's server APIs: provider JWT, DeviceCheck two bits, receipt refresh (I/O starts here)
-        .target(
-            name: "AppleDeviceAPI",
-            dependencies: [
-                "AppAttest",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: A local stand-in for Apple's DeviceCheck and receipt servers, for tests
-        .target(
-            name: "AppleDeviceAPITesting",
-            dependencies: [
-                "AppAttest",
-                "AppAttestTesting",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
@@ -137,44 +121,74 @@ let package = Package(
         ),
         .target(
             name: "AppAttestSQLite",
-            dependencies: ["AppAttestStore", "AppAttest", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "AppAttestStore", "AppAttest", .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+            ],
             swiftSettings: strict
         ),
         .target(
             name: "AppAttestPostgres",
             dependencies: [
-                "AppAttestStore", "AppAttest", .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                "AppAttestStore", "AppAttest", .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
             ],
             swiftSettings: strict
         ),
+
+        // MARK: Apple's server APIs (I/O starts here)
+        .target(
+            name: "AppleDeviceAPI",
+            dependencies: [
+                "AppAttest",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: appleAPI),
+                .product(name: "JWTKit", package: "jwt-kit", condition: appleAPI),
+            ],
+            swiftSettings: strict
+        ),
+        // A local stand-in for Apple's DeviceCheck and receipt servers (needs AppleServerAPI and Hummingbird).
+        .target(
+            name: "AppleDeviceAPITesting",
+            dependencies: [
+                "AppAttest", "AppAttestTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "JWTKit", package: "jwt-kit", condition: appleAPI),
+                .product(name: "Hummingbird", package: "hummingbird", condition: hummingbird),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Adapters
         .target(
             name: "AppAttestHummingbird",
             dependencies: [
-                "AppAttest", "AppAttestStore", .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                "AppAttest", "AppAttestStore",
+                .product(name: "Hummingbird", package: "hummingbird", condition: hummingbird),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
             ],
             swiftSettings: strict
         ),
         .target(
             name: "AppAttestVapor",
-            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Vapor", package: "vapor")],
+            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Vapor", package: "vapor", condition: vapor)],
             swiftSettings: strict
         ),
 
-        // MARK: `appattest serve`: the verification service (Hummingbird), as a library so that tests drive it
+        // MARK: `appattest serve`: the verification service, a module so that tests drive it (not a product)
         .target(
             name: "AppAttestServer",
             dependencies: [
                 "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres",
                 "AppAttestHummingbird", "AppleDeviceAPI",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: service),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: service),
+                .product(name: "Prometheus", package: "swift-prometheus", condition: service),
+                .product(name: "Metrics", package: "swift-metrics", condition: service),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
             ],
             resources: [.copy("openapi.yaml")],
             swiftSettings: strict
@@ -186,58 +200,50 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: The command
+        // MARK: The command (vectors, inspect, verify, bench and simulate need no trait)
         .executableTarget(
             name: "appattest",
             dependencies: [
-                "AppAttest",
-                "AppAttestVectors",
-                "AppAttestTesting",
-                "AppleDeviceAPI",
-                "AppleDeviceAPITesting",
-                "AppAttestStore",
-                "AppAttestSQLite",
-                "AppAttestPostgres",
-                "AppAttestCrypto",
-                "AppAttestCBOR",
+                "AppAttest", "AppAttestVectors", "AppAttestTesting", "AppAttestStore", "AppAttestCrypto",
+                "AppAttestCBOR", "AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestSQLite", "AppAttestPostgres",
                 "AppAttestServer",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: service),
             ],
             swiftSettings: strict
         ),
 
         // MARK: Fuzzing: a replayer normally, a libFuzzer target when built by Fuzz/run.sh
-        .executableTarget(
-            name: "appattest-fuzz",
-            dependencies: ["AppAttest", "AppAttestCBOR"],
-            swiftSettings: strict
-        ),
+        .executableTarget(name: "appattest-fuzz", dependencies: ["AppAttest", "AppAttestCBOR"], swiftSettings: strict),
 
-        // MARK: Tests
-        .testTarget(
-            name: "AppAttestCBORTests",
-            dependencies: ["AppAttestCBOR"],
-            swiftSettings: strict
-        ),
+        // MARK: Tests (`swift test --enable-all-traits`; a test of a trait's module is compiled with that trait)
+        .testTarget(name: "AppAttestCBORTests", dependencies: ["AppAttestCBOR"], swiftSettings: strict),
         .testTarget(
             name: "AppAttestTests",
             dependencies: ["AppAttest", "AppAttestVectors", "AppAttestCBOR"],
             swiftSettings: strict
         ),
         .testTarget(
+            name: "AppAttestTestingTests",
+            dependencies: ["AppAttestTesting", "AppAttest", "AppAttestVectors", "AppAttestCBOR"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "AppleDeviceAPITests",
-            dependencies: ["AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestTesting", "AppAttest"],
+            dependencies: [
+                "AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestTesting", "AppAttest",
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: appleAPI),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AppAttestStoreTests",
             dependencies: [
                 "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
-                "appattest-store-worker", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "appattest-store-worker", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
             ],
             swiftSettings: strict
         ),
@@ -245,8 +251,8 @@ let package = Package(
             name: "AppAttestHummingbirdTests",
             dependencies: [
                 "AppAttestHummingbird", "AppAttestStore", "AppAttestTesting", "AppAttest",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: hummingbird),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
             ],
             swiftSettings: strict
         ),
@@ -254,7 +260,7 @@ let package = Package(
             name: "AppAttestVaporTests",
             dependencies: [
                 "AppAttestVapor", "AppAttestStore", "AppAttestTesting", "AppAttest",
-                .product(name: "VaporTesting", package: "vapor"),
+                .product(name: "VaporTesting", package: "vapor", condition: vapor),
             ],
             swiftSettings: strict
         ),
@@ -262,19 +268,14 @@ let package = Package(
             name: "AppAttestServerTests",
             dependencies: [
                 "AppAttestServer", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting", "AppAttest",
-                "AppleDeviceAPITesting", .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "OpenAPIKit", package: "OpenAPIKit"),
-                .product(name: "Yams", package: "Yams"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                "AppleDeviceAPITesting", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
+                .product(name: "OpenAPIKit", package: "OpenAPIKit", condition: service),
+                .product(name: "Yams", package: "Yams", condition: service),
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: service),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: service),
             ],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "AppAttestTestingTests",
-            dependencies: ["AppAttestTesting", "AppAttest", "AppAttestVectors"],
             swiftSettings: strict
         ),
     ]

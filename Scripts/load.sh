@@ -18,7 +18,7 @@ APP=LOADTEST01.com.example.load
 TOKEN="load-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MAX_BODY=131072
 
-swift build -c release --product appattest >/dev/null
+swift build -c release --traits Service --product appattest >/dev/null
 A=.build/release/appattest
 WORK="$(mktemp -d)"
 pids=()

@@ -1,6 +1,6 @@
 /// Why the library refused an attestation, an assertion or a configuration.
 ///
-/// One error type for the whole core, with stable codes (STYLE rule 7). The codes of verification map one to
+/// One error type for the whole core, with stable codes. The codes of verification map one to
 /// one onto the reasons of the test-vector format (TestVectors/README.md); ``Code/unsupportedKey``,
 /// ``Code/internalCryptoFailure`` and ``Code/invalidConfiguration`` cover what the vectors do not reach, and
 /// receipts add ``Code/clientHashMismatch``, ``Code/receiptTypeMismatch`` and ``Code/receiptTooOld``.
@@ -23,23 +23,25 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         public static let certificateChain = Code(.certificateChain)
         /// A certificate of the chain is not valid at the verification time.
         public static let certificateValidity = Code(.certificateValidity)
-        /// The credCert nonce extension differs from SHA-256(authData ‖ clientDataHash) (SPEC §2.1 steps 2–4).
+        /// The credCert nonce extension differs from SHA-256(authData ‖ clientDataHash) (<doc:VerifyingAttestations>
+        /// steps 2–4).
         public static let nonceMismatch = Code(.nonceMismatch)
-        /// SHA-256 of the credCert public key differs from the keyId (SPEC §2.1 step 5).
+        /// SHA-256 of the credCert public key differs from the keyId (<doc:VerifyingAttestations> step 5).
         public static let keyIdMismatch = Code(.keyIdMismatch)
-        /// The COSE key in authData differs from the credCert public key (SPEC §1.4).
+        /// The COSE key in authData differs from the credCert public key (<doc:VerifyingAttestations>).
         public static let publicKeyMismatch = Code(.publicKeyMismatch)
-        /// rpIdHash is not SHA-256 of a configured App ID (SPEC §2.1 step 6, §3.2 step 4).
+        /// rpIdHash is not SHA-256 of a configured App ID (<doc:VerifyingAttestations> step 6,
+        /// <doc:VerifyingAssertions> step 4).
         public static let appIdMismatch = Code(.appIdMismatch)
-        /// The attestation's counter is not 0 (SPEC §2.1 step 7).
+        /// The attestation's counter is not 0 (<doc:VerifyingAttestations> step 7).
         public static let counterNotZero = Code(.counterNotZero)
-        /// The AAGUID is not that of an environment allowed for the App ID (SPEC §2.1 step 8, §2.3).
+        /// The AAGUID is not that of an environment allowed for the App ID (<doc:VerifyingAttestations> step 8).
         public static let environmentMismatch = Code(.environmentMismatch)
-        /// credentialId differs from the keyId (SPEC §2.1 step 9).
+        /// credentialId differs from the keyId (<doc:VerifyingAttestations> step 9).
         public static let credentialIdMismatch = Code(.credentialIdMismatch)
-        /// The assertion signature does not verify over the nonce with the stored key (SPEC §3.3).
+        /// The assertion signature does not verify over the nonce with the stored key (<doc:VerifyingAssertions>).
         public static let signatureInvalid = Code(.signatureInvalid)
-        /// The assertion counter is not greater than the stored counter (SPEC §3.5).
+        /// The assertion counter is not greater than the stored counter (<doc:VerifyingAssertions>).
         public static let counterNotIncreasing = Code(.counterNotIncreasing)
         /// A key that is not an ECDSA P-256 point, or a COSE key of another type.
         public static let unsupportedKey = Code(.unsupportedKey)
@@ -48,11 +50,13 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         /// The verifier's configuration is unusable (no App ID, a trust anchor that does not parse, …).
         public static let invalidConfiguration = Code(.invalidConfiguration)
 
-        /// A receipt's client hash (field 4) differs from the attestation's clientDataHash (SPEC §4.4).
+        /// A receipt's client hash (field 4) differs from the attestation's clientDataHash
+        /// (<doc:ReceiptsAndRiskMetric>).
         public static let clientHashMismatch = Code(.clientHashMismatch)
         /// A receipt of another type than expected (field 6: ATTEST or RECEIPT).
         public static let receiptTypeMismatch = Code(.receiptTypeMismatch)
-        /// A freshly received receipt created more than five minutes before the verification time (SPEC §4.4).
+        /// A freshly received receipt created more than five minutes before the verification time
+        /// (<doc:ReceiptsAndRiskMetric>).
         public static let receiptTooOld = Code(.receiptTooOld)
 
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }

@@ -1,7 +1,8 @@
 internal import AppAttestCrypto
 public import Foundation
 
-/// Verifies App Attest attestation objects and assertions, following Apple's steps (SPEC §2.1, §3.2).
+/// Verifies App Attest attestation objects and assertions, following Apple's steps (<doc:VerifyingAttestations>,
+/// <doc:VerifyingAssertions>).
 ///
 /// Build one verifier at start-up and share it: it is `Sendable`, synchronous and does no I/O. It holds the
 /// trust anchor parsed once and remembers intermediates already verified against it, so that a chain costs one
@@ -19,7 +20,7 @@ public import Foundation
 public struct AppAttestVerifier: Sendable {
     /// What the verifier accepts.
     public struct Configuration: Sendable {
-        /// The App IDs this server accepts, each with the environments allowed for it (SPEC §2.3).
+        /// The App IDs this server accepts, each with the environments allowed for it (<doc:VerifyingAttestations>).
         public var apps: [AppID: Set<AppAttestEnvironment>]
         /// The root that attestation chains must end at; Apple's by default.
         public var trustAnchor: TrustAnchor
@@ -51,7 +52,7 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    /// The instant at which certificate validity is judged (STYLE rule 8: time is an input).
+    /// The instant at which certificate validity is judged.
     public enum VerificationTime: Sendable, Hashable {
         /// The system clock at each verification.
         case now
@@ -102,7 +103,7 @@ public struct AppAttestVerifier: Sendable {
 
     /// Verifies an attestation object against the one-time challenge the server issued.
     ///
-    /// The clientDataHash is SHA-256 of `challenge`, as real devices compute it (SPEC §2.1 step 2).
+    /// The clientDataHash is SHA-256 of `challenge`, as real devices compute it (<doc:VerifyingAttestations> step 2).
     /// - Parameters:
     ///   - attestationObject: the CBOR bytes from `attestKey`.
     ///   - keyID: the key identifier the app sent with it.
@@ -121,7 +122,7 @@ public struct AppAttestVerifier: Sendable {
     ///
     /// - Warning: Real apps pass SHA-256 of the server's challenge; use
     ///   ``verifyAttestation(_:keyID:challenge:)`` unless you hold the hash itself (Apple's documentation
-    ///   samples passed the raw challenge, SPEC §7 pitfall 3). Never try both forms on the same object.
+    ///   samples passed the raw challenge, <doc:SecurityModel>). Never try both forms on the same object.
     /// - Throws: ``AppAttestError`` with the first failed check's code.
     public func verifyAttestation(
         _ attestationObject: some Collection<UInt8>, keyID: KeyID, clientDataHash: some Collection<UInt8>
@@ -150,7 +151,8 @@ public struct AppAttestVerifier: Sendable {
         }
         try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
 
-        // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (SPEC §2.2).
+        // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (“Verifying
+        // attestations”).
         let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
         // Read the leaf's extensions once: the nonce and the device properties both come from them.
         let leafExtensions = leaf.extensions
@@ -202,7 +204,7 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.credentialIdMismatch, "credentialId ≠ keyId")
         }
 
-        // The COSE key in authData is the credCert key (SPEC §1.4).
+        // The COSE key in authData is the credCert key (“Verifying attestations”).
         guard let cosePoint = credential.credentialPublicKeyPoint else {
             throw AppAttestError(.unsupportedKey, "the COSE key is not an EC2 P-256 ES256 key")
         }
@@ -256,8 +258,9 @@ public struct AppAttestVerifier: Sendable {
     /// Verifies an assertion made with a stored, attested key.
     ///
     /// The signature is ECDSA-SHA256 over nonce = SHA-256(authenticatorData ‖ SHA-256(clientData)), so the
-    /// digest signed is SHA-256(nonce) (SPEC §3.3). Checking the challenge inside `clientData` is the caller's
-    /// (SPEC §3.2 step 6): do it after this returns, then store the new counter with a compare-and-set.
+    /// digest signed is SHA-256(nonce) (<doc:VerifyingAssertions>). Checking the challenge inside `clientData` is the
+    /// caller's (<doc:VerifyingAssertions> step 6): do it after this returns, then store the new counter with a
+    /// compare-and-set.
     /// - Parameters:
     ///   - assertion: the CBOR bytes from `generateAssertion`.
     ///   - clientData: the exact bytes the app hashed.
@@ -293,7 +296,8 @@ public struct AppAttestVerifier: Sendable {
         let object = try AssertionObject(cborEncoded: Array(assertion))
         let authData = object.authenticatorData
 
-        // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, SPEC §3.3).
+        // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, “Verifying assertions
+        // and counters”).
         let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
         guard publicKey.key.isValidSignature(derEncoded: object.signature, message: nonce) else {
             throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
@@ -302,7 +306,7 @@ public struct AppAttestVerifier: Sendable {
         guard constantTimeEquals(authData.rpIDHash, appID.rpIDHash) else {
             throw AppAttestError(.appIdMismatch, "rpIdHash is not SHA-256 of \(appID)")
         }
-        // Step 5: strictly increasing counter (SPEC §3.5).
+        // Step 5: strictly increasing counter (“Verifying assertions and counters”).
         guard authData.counter > previousCounter else {
             throw AppAttestError(
                 .counterNotIncreasing, "counter \(authData.counter) is not greater than \(previousCounter)")
@@ -334,7 +338,7 @@ public struct VerifiedAttestation: Sendable, Hashable {
     public let environment: AppAttestEnvironment
     /// The attested key: store ``AttestedPublicKey/x963Representation`` and verify assertions with it.
     public let publicKey: AttestedPublicKey
-    /// The App Attest receipt as received (CMS, BER); validate and store it (SPEC §4).
+    /// The App Attest receipt as received (CMS, BER); validate and store it (<doc:ReceiptsAndRiskMetric>).
     public let receipt: [UInt8]
     /// The authenticator data (counter 0).
     public let authenticatorData: AuthenticatorData

@@ -1,6 +1,7 @@
 internal import SwiftASN1
 
-/// Apple's private extensions in the credCert (SPEC §1.6, §2.2), decoded with swift-asn1's strict DER parser.
+/// Apple's private extensions in the credCert (<doc:VerifyingAttestations>), decoded with swift-asn1's strict DER
+/// parser.
 enum AppleExtensions {
     /// The nonce: `1.2.840.113635.100.8.2`.
     static let nonceOID = "1.2.840.113635.100.8.2"
@@ -9,8 +10,8 @@ enum AppleExtensions {
     /// Device properties, holding the OS version under `[1400]`.
     static let devicePropertiesOID = "1.2.840.113635.100.8.7"
 
-    /// The 32-byte nonce from `SEQUENCE { [1] EXPLICIT OCTET STRING }` (SPEC §2.2: Apple's prose omits the
-    /// `[1]` wrapper that the real encoding has). Anything else is nil.
+    /// The 32-byte nonce from `SEQUENCE { [1] EXPLICIT OCTET STRING }` (<doc:VerifyingAttestations>: Apple's prose
+    /// omits the `[1]` wrapper that the real encoding has). Anything else is nil.
     static func nonce(fromExtensionValue value: [UInt8]) -> [UInt8]? {
         guard let root = try? DER.parse(value), root.identifier == .sequence,
             case .constructed(let children) = root.content

@@ -1,6 +1,6 @@
 internal import Foundation
 
-/// Certificates embedded in the library, each pinned by its SHA-256 in the tests (SPEC §2.4).
+/// Certificates embedded in the library, each pinned by its SHA-256 in the tests (<doc:VerifyingAttestations>).
 enum AppleRoots {
     /// Apple App Attestation Root CA, as published at
     /// https://www.apple.com/certificateauthority/Apple_App_Attestation_Root_CA.pem.
@@ -16,8 +16,8 @@ enum AppleRoots {
         "tijVoyFraWVIyd/dganmrduC1bmTBGwD"
     )
 
-    /// Apple Root CA - G3, the anchor of App Attest receipts (SPEC §4.2; the App Attestation root is not).
-    /// SHA-256 of the DER: 63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179.
+    /// Apple Root CA - G3, the anchor of App Attest receipts (<doc:ReceiptsAndRiskMetric>; the App Attestation root is
+    /// not). SHA-256 of the DER: 63343abfb89a6a03ebb57e9b3f5fa7be7c4f5c756f3017b3a8c488c3653e9179.
     static let rootCAG3DER: [UInt8] = decode(
         "MIICQzCCAcmgAwIBAgIILcX8iNLFS5UwCgYIKoZIzj0EAwMwZzEbMBkGA1UEAwwSQXBwbGUgUm9vdCBDQSAtIEczMSYwJAYDVQQL",
         "DB1BcHBsZSBDZXJ0aWZpY2F0aW9uIEF1dGhvcml0eTETMBEGA1UECgwKQXBwbGUgSW5jLjELMAkGA1UEBhMCVVMwHhcNMTQwNDMw",

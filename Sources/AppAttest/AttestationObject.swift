@@ -1,8 +1,8 @@
 internal import AppAttestCBOR
 
 /// The CBOR attestation object that `DCAppAttestService.attestKey` returns, decoded but not verified
-/// (SPEC §1.1): `{"fmt": "apple-appattest", "attStmt": {"x5c": [leaf, intermediate], "receipt": bytes},
-/// "authData": bytes}`.
+/// (<doc:VerifyingAttestations>): `{"fmt": "apple-appattest", "attStmt": {"x5c": [leaf, intermediate], "receipt":
+/// bytes}, "authData": bytes}`.
 public struct AttestationObject: Sendable, Hashable {
     /// Always `apple-appattest`.
     public let format: String
@@ -13,7 +13,8 @@ public struct AttestationObject: Sendable, Hashable {
     /// The authenticator data.
     public let authenticatorData: AuthenticatorData
 
-    /// The largest attestation object accepted. Real ones are about 5–6 KB (SPEC §1.1, §9).
+    /// The largest attestation object accepted. Real ones are about 5–6 KB (<doc:VerifyingAttestations>,
+    /// CONTRIBUTING.md, “OpenSSL and libcbor”).
     public static let maximumSize = 64 * 1024
     /// The most certificates `x5c` may hold before the object is refused as malformed.
     public static let maximumCertificates = 4
@@ -67,7 +68,7 @@ public struct AttestationObject: Sendable, Hashable {
 }
 
 /// The CBOR assertion that `DCAppAttestService.generateAssertion` returns, decoded but not verified
-/// (SPEC §3.1): `{"signature": DER ECDSA signature, "authenticatorData": bytes}`.
+/// (<doc:VerifyingAssertions>): `{"signature": DER ECDSA signature, "authenticatorData": bytes}`.
 public struct AssertionObject: Sendable, Hashable {
     /// The DER-encoded ECDSA signature.
     public let signature: [UInt8]

@@ -6,7 +6,7 @@ internal import AppAttestCrypto
 /// it from stored bytes for every assertion.
 public struct AttestedPublicKey: Sendable, Hashable {
     let key: P256PublicKey
-    /// The key identifier: SHA-256 of ``x963Representation`` (SPEC §2.5).
+    /// The key identifier: SHA-256 of ``x963Representation`` (<doc:VerifyingAttestations>).
     public let keyID: KeyID
 
     /// Parses a 65-byte uncompressed X9.62 point, as stored after attestation.
@@ -33,9 +33,9 @@ public struct AttestedPublicKey: Sendable, Hashable {
 }
 
 /// SHA-256, as the library computes it (OpenSSL), for callers that hash challenges or client data themselves.
-public enum AppAttestSHA256 {
+package enum AppAttestSHA256 {
     /// The 32-byte digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    package static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
         SHA256.hash(Array(bytes))
     }
 }

@@ -1,26 +1,27 @@
-public import AppAttestCBOR
+package import AppAttestCBOR
 
-/// Authenticator data, parsed by structure and never by its flags (SPEC §1.2, §1.3).
+/// Authenticator data, parsed by structure and never by its flags (<doc:VerifyingAttestations>).
 ///
 /// App Attest sets AT (0x40) in assertions although no credential data follows, and leaves ED clear when an
 /// iOS 27 extensions map is present, so the flags cannot drive parsing. An attestation's data is
 /// `rpIdHash(32) ‖ flags(1) ‖ counter(4) ‖ aaguid(16) ‖ L(2) ‖ credentialId(L) ‖ COSE key ‖ [extensions map]`;
 /// an assertion's is `rpIdHash(32) ‖ flags(1) ‖ counter(4) ‖ [extensions map]`. Anything else is malformed.
 public struct AuthenticatorData: Sendable, Hashable {
-    /// The bytes as received; hashes are always computed over these, never over a re-encoding (SPEC §3.6).
+    /// The bytes as received; hashes are always computed over these, never over a re-encoding
+    /// (<doc:VerifyingAssertions>).
     public let rawRepresentation: [UInt8]
     /// SHA-256 of the App ID.
     public let rpIDHash: [UInt8]
     /// The flags byte, for information only.
     public let flags: Flags
-    /// The signature counter (big-endian, unsigned 32-bit; SPEC §3.5).
+    /// The signature counter (big-endian, unsigned 32-bit; <doc:VerifyingAssertions>).
     public let counter: UInt32
     /// Present in attestations only.
     public let attestedCredentialData: AttestedCredentialData?
-    /// The iOS 27 extensions map, when the device wrote one (SPEC §1.5).
+    /// The iOS 27 extensions map, when the device wrote one (<doc:VerifyingAttestations>).
     public let extensions: AuthenticatorExtensions?
 
-    /// The WebAuthn flags byte (SPEC §1.3).
+    /// The WebAuthn flags byte (<doc:VerifyingAttestations>).
     public struct Flags: OptionSet, Sendable, Hashable {
         public let rawValue: UInt8
         public init(rawValue: UInt8) { self.rawValue = rawValue }
@@ -34,12 +35,12 @@ public struct AuthenticatorData: Sendable, Hashable {
 
     /// The credential part of an attestation's authenticator data.
     public struct AttestedCredentialData: Sendable, Hashable {
-        /// 16 bytes naming the environment (SPEC §0).
+        /// 16 bytes naming the environment (<doc:VerifyingAttestations>).
         public let aaguid: [UInt8]
         /// Equals the keyId in a genuine attestation.
         public let credentialID: [UInt8]
         /// The COSE_Key as decoded.
-        public let credentialPublicKey: CBORValue
+        package let credentialPublicKey: CBORValue
         /// `04 ‖ x ‖ y` of the COSE key, when it is an EC2 P-256 ES256 key with 32-byte coordinates.
         public let credentialPublicKeyPoint: [UInt8]?
 
@@ -47,7 +48,7 @@ public struct AuthenticatorData: Sendable, Hashable {
         public var environment: AppAttestEnvironment? { AppAttestEnvironment(aaguid: aaguid) }
     }
 
-    /// The largest authenticator data accepted. Real ones are 37–226 bytes (SPEC §1.2).
+    /// The largest authenticator data accepted. Real ones are 37–226 bytes (<doc:VerifyingAttestations>).
     public static let maximumSize = 16 * 1024
 
     /// Parses the authenticator data of an attestation object.
@@ -111,7 +112,7 @@ public struct AuthenticatorData: Sendable, Hashable {
         }
     }
 
-    /// `04 ‖ x ‖ y` from a COSE_Key `{1: 2, 3: -7, -1: 1, -2: x, -3: y}` (SPEC §1.4), else nil.
+    /// `04 ‖ x ‖ y` from a COSE_Key `{1: 2, 3: -7, -1: 1, -2: x, -3: y}` (<doc:VerifyingAttestations>), else nil.
     static func p256Point(fromCOSEKey key: CBORValue) -> [UInt8]? {
         guard case .map(let entries) = key, entries.count == 5,
             key[integerKey: 1] == .unsignedInteger(2),  // kty EC2
@@ -124,18 +125,44 @@ public struct AuthenticatorData: Sendable, Hashable {
     }
 }
 
-/// The extensions map that iOS 27 and later append to authenticator data (SPEC §1.5).
+/// The extensions map that iOS 27 and later append to authenticator data (<doc:VerifyingAttestations>).
 ///
 /// Known keys are exposed as properties; every entry, known or not, stays in ``entries``. A known key with a
 /// value of an unexpected type leaves its property nil: the map is a risk signal, never a reason to fail.
 public struct AuthenticatorExtensions: Sendable, Hashable {
     /// Every entry in encoded order.
-    public let entries: [CBORMapEntry]
+    package let entries: [CBORMapEntry]
 
+    /// The key of the app's bundle version.
     public static let bundleVersionKey = "apple_bundle_version_01"
+    /// The key of the launch validation category.
     public static let validationCategoryKey = "apple_validation_category_01"
 
-    public init(entries: [CBORMapEntry]) { self.entries = entries }
+    package init(entries: [CBORMapEntry]) { self.entries = entries }
+
+    /// Extensions with the known keys, as a simulated device writes them.
+    /// - Parameters:
+    ///   - bundleVersion: the app's bundle version, e.g. "1".
+    ///   - validationCategoryBytes: the four bytes of the launch validation category.
+    public init(bundleVersion: String? = nil, validationCategoryBytes: [UInt8]? = nil) {
+        var entries: [CBORMapEntry] = []
+        if let bundleVersion {
+            entries.append(CBORMapEntry(key: .textString(Self.bundleVersionKey), value: .textString(bundleVersion)))
+        }
+        if let validationCategoryBytes {
+            entries.append(
+                CBORMapEntry(key: .textString(Self.validationCategoryKey), value: .byteString(validationCategoryBytes)))
+        }
+        self.entries = entries
+    }
+
+    /// The text keys of every entry, known or not, in encoded order.
+    public var keys: [String] {
+        entries.compactMap { entry in
+            guard case .textString(let key) = entry.key else { return nil }
+            return key
+        }
+    }
 
     /// The app's bundle version (`apple_bundle_version_01`), e.g. "1".
     public var bundleVersion: String? {
@@ -150,15 +177,15 @@ public struct AuthenticatorExtensions: Sendable, Hashable {
     }
 
     /// The launch validation category read as a little-endian unsigned 32-bit integer (h'01000000' → 1).
-    /// - Warning: Apple has not documented the byte order or the meaning of the values (SPEC §1.5, ⚠); use it
-    ///   as a signal to monitor, not as a policy input, and prefer ``validationCategoryBytes`` when storing.
+    /// - Warning: Apple has not documented the byte order or the meaning of the values
+    ///   (<doc:VerifyingAttestations>); use it as a signal to monitor, not as a policy input, and prefer ``validationCategoryBytes`` when storing.
     public var validationCategory: UInt32? {
         guard let bytes = validationCategoryBytes, bytes.count == 4 else { return nil }
         return bytes.reversed().reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     /// The value under a text key.
-    public func value(for key: String) -> CBORValue? {
+    package func value(for key: String) -> CBORValue? {
         entries.first { $0.key == .textString(key) }?.value
     }
 }

@@ -2,7 +2,7 @@ internal import AppAttestCrypto
 public import Foundation
 
 /// What a certificate says, for display and logs: names, validity, key and extensions, with Apple's App
-/// Attest extensions decoded (SPEC §1.6). Reading a summary verifies nothing.
+/// Attest extensions decoded (<doc:VerifyingAttestations>). Reading a summary verifies nothing.
 public struct CertificateSummary: Sendable, Hashable, Codable {
     public var subject: String
     public var issuer: String

@@ -1,9 +1,10 @@
 internal import AppAttestCrypto
 internal import Foundation
 
-/// An App ID: `<TeamID>.<bundle identifier>`, whose SHA-256 is the rpIdHash in authenticator data (SPEC §0).
+/// An App ID: `<TeamID>.<bundle identifier>`, whose SHA-256 is the rpIdHash in authenticator data
+/// (<doc:VerifyingAttestations>).
 ///
-/// App Clips use the full app's App ID (SPEC §1.2).
+/// App Clips use the full app's App ID (<doc:VerifyingAttestations>).
 public struct AppID: Hashable, Sendable, CustomStringConvertible, Codable {
     /// The whole App ID string.
     public let rawValue: String
@@ -62,7 +63,7 @@ public struct AppID: Hashable, Sendable, CustomStringConvertible, Codable {
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 }
 
-/// The App Attest environment of a key, carried in the AAGUID (SPEC §0, §2.3).
+/// The App Attest environment of a key, carried in the AAGUID (<doc:VerifyingAttestations>).
 public enum AppAttestEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
     /// Keys from builds that use the sandbox: AAGUID `appattestdevelop`.
     case development
@@ -85,7 +86,7 @@ public enum AppAttestEnvironment: String, Sendable, Hashable, CaseIterable, Coda
     }
 }
 
-/// The identifier of an App Attest key: SHA-256 of its 65-byte uncompressed public point (SPEC §2.5).
+/// The identifier of an App Attest key: SHA-256 of its 65-byte uncompressed public point (<doc:VerifyingAttestations>).
 ///
 /// Apps receive it from `generateKey` as standard Base64 with padding (44 characters).
 public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
@@ -101,7 +102,7 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// Decodes the standard Base64 form the app sends (44 characters with padding). Base64URL is not accepted:
-    /// the transport encoding is decided once (SPEC §2.5, §7 pitfall 9).
+    /// the transport encoding is decided once (<doc:VerifyingAttestations>, <doc:SecurityModel>).
     /// - Throws: ``AppAttestError/Code/malformed`` when the text is not standard Base64 of 32 bytes.
     public init(base64Encoded text: String) throws(AppAttestError) {
         guard text.utf8.count == 44, let data = Data(base64Encoded: text) else {
@@ -135,7 +136,7 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
 
 extension Sequence<UInt8> {
     /// Lowercase hexadecimal.
-    public var hexString: String {
+    package var hexString: String {
         var text = ""
         for byte in self {
             text.append(Character(Unicode.Scalar(hexDigits[Int(byte >> 4)])))

@@ -3,7 +3,7 @@ public import Foundation
 internal import SwiftASN1
 
 /// An App Attest receipt: the CMS-signed statement Apple attaches to an attestation (type ATTEST) or returns from
-/// the refresh endpoint (type RECEIPT), carrying the risk metric (SPEC §4).
+/// the refresh endpoint (type RECEIPT), carrying the risk metric (<doc:ReceiptsAndRiskMetric>).
 ///
 /// Only ``AppAttestReceiptValidator`` creates one, after the signature and the signer's chain to Apple Root CA -
 /// G3 have been verified; ``AppAttestReceipt/inspect(_:)`` reads the fields of an unverified receipt for display.
@@ -128,7 +128,7 @@ public struct AppAttestReceipt: Sendable, Hashable {
     }
 
     /// `SET OF SEQUENCE { INTEGER type, INTEGER version, OCTET STRING value }`, looked up by type, never by
-    /// position (SPEC §4.3). Unknown types are ignored; a type given twice is malformed.
+    /// position (<doc:ReceiptsAndRiskMetric>). Unknown types are ignored; a type given twice is malformed.
     static func fields(_ payload: [UInt8]) throws(AppAttestError) -> [Int: [UInt8]] {
         let root: ASN1Node
         do { root = try BER.parse(payload) } catch {
@@ -168,8 +168,8 @@ public struct AppAttestReceipt: Sendable, Hashable {
     }
 }
 
-/// Validates App Attest receipts (SPEC §4.4): the signature, the signer's chain to Apple Root CA - G3 at the
-/// verification time (the root copy inside the receipt is ignored), the App ID, the attested key, the client
+/// Validates App Attest receipts (<doc:ReceiptsAndRiskMetric>): the signature, the signer's chain to Apple Root
+/// CA - G3 at the verification time (the root copy inside the receipt is ignored), the App ID, the attested key, the client
 /// hash of ATTEST receipts, the type and environment, and the five-minute creation rule for freshly received
 /// receipts only.
 public struct AppAttestReceiptValidator: Sendable {
@@ -205,7 +205,8 @@ public struct AppAttestReceiptValidator: Sendable {
         /// Field 7, if it must be one environment.
         public var environment: AppAttestEnvironment?
         /// Apply the five-minute creation rule: true for a receipt just received from Apple (in an attestation
-        /// or a refresh response), false for a stored one you re-validate or are about to refresh (SPEC §4.4).
+        /// or a refresh response), false for a stored one you re-validate or are about to refresh
+        /// (<doc:ReceiptsAndRiskMetric>).
         public var freshlyReceived: Bool
 
         public init(
@@ -272,7 +273,7 @@ public struct AppAttestReceiptValidator: Sendable {
         guard receipt.appID == expectation.appID.rawValue else {
             throw AppAttestError(.appIdMismatch, "receipt App ID is not \(expectation.appID)")
         }
-        // Step 6: the attested key (field 3 is a certificate, SPEC §4.3).
+        // Step 6: the attested key (field 3 is a certificate, “Receipts and the risk metric”).
         guard receipt.attestedPublicKey == expectation.publicKey.x963Representation else {
             throw AppAttestError(.publicKeyMismatch, "the receipt's attested certificate carries another key")
         }

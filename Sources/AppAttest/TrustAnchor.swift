@@ -1,6 +1,7 @@
 /// The root certificate that attestation chains must end at.
 ///
-/// Apple's App Attestation root is the default and the only anchor production code needs (SPEC §2.4). Any
+/// Apple's App Attestation root is the default and the only anchor production code needs (<doc:VerifyingAttestations>).
+/// Any
 /// other root takes an explicit call whose name says what it is for.
 public struct TrustAnchor: Sendable, Hashable {
     /// The DER bytes of the root certificate.
@@ -13,7 +14,7 @@ public struct TrustAnchor: Sendable, Hashable {
     public static let appleAppAttestationRoot = TrustAnchor(derRepresentation: AppleRoots.appAttestationRootDER)
 
     /// Apple Root CA - G3 (P-384, valid 2014-04-30 to 2039-04-30), the root of App Attest receipts' signing
-    /// chain (SPEC §4.2). Its SHA-256 is `63343abf…9179`, pinned by a test.
+    /// chain (<doc:ReceiptsAndRiskMetric>). Its SHA-256 is `63343abf…9179`, pinned by a test.
     public static let appleRootCAG3 = TrustAnchor(derRepresentation: AppleRoots.rootCAG3DER)
 
     /// A root of your own, for test authorities (such as the one in `AppAttestTesting`) only.

@@ -1,30 +1,31 @@
 internal import CAppAttestCBOR
 
-/// Decodes untrusted CBOR with libcbor's streaming decoder, behind hard limits (SPEC §9, STYLE rule 5).
+/// Decodes untrusted CBOR with libcbor's streaming decoder, behind hard limits (CONTRIBUTING.md, “OpenSSL and
+/// libcbor”).
 ///
 /// `cbor_load` is never used: it trusts declared lengths and allocates for them. `cbor_stream_decode` reports
 /// one item head at a time and never allocates; this type builds `CBORValue`s from those events and checks,
 /// before anything is reserved, that a container's declared element count fits in the bytes that remain.
-public struct CBORDecoder: Sendable {
+package struct CBORDecoder: Sendable {
     /// The largest input accepted, in bytes.
-    public var maximumInputSize: Int
+    package var maximumInputSize: Int
     /// The deepest nesting of arrays, maps and tags accepted.
-    public var maximumDepth: Int
+    package var maximumDepth: Int
 
-    public init(maximumInputSize: Int = 64 * 1024, maximumDepth: Int = 16) {
+    package init(maximumInputSize: Int = 64 * 1024, maximumDepth: Int = 16) {
         self.maximumInputSize = maximumInputSize
         self.maximumDepth = maximumDepth
     }
 
     /// Decodes exactly one item that spans all of `bytes`.
-    public func decode(_ bytes: [UInt8]) throws(CBORError) -> CBORValue {
+    package func decode(_ bytes: [UInt8]) throws(CBORError) -> CBORValue {
         let (value, end) = try decodePrefix(bytes, from: 0)
         guard end == bytes.count else { throw .trailingBytes(count: bytes.count - end) }
         return value
     }
 
     /// Decodes one item that starts at `offset`; returns it and the offset just past it.
-    public func decodePrefix(_ bytes: [UInt8], from offset: Int) throws(CBORError) -> (CBORValue, Int) {
+    package func decodePrefix(_ bytes: [UInt8], from offset: Int) throws(CBORError) -> (CBORValue, Int) {
         guard bytes.count <= maximumInputSize else {
             throw .inputTooLarge(size: bytes.count, limit: maximumInputSize)
         }

@@ -1,9 +1,9 @@
 /// Encodes `CBORValue`s in the deterministic form of RFC 8949 §4.2.1 (shortest heads, definite lengths), with
 /// map entries in the order given. For building test objects and re-encoding; verification never re-encodes
-/// what it hashes (SPEC §3.6).
-public enum CBOREncoder {
+/// what it hashes (“Verifying assertions and counters”).
+package enum CBOREncoder {
     /// The encoding of `value`.
-    public static func encode(_ value: CBORValue) -> [UInt8] {
+    package static func encode(_ value: CBORValue) -> [UInt8] {
         var out: [UInt8] = []
         append(value, to: &out)
         return out

@@ -1,7 +1,7 @@
 internal import CAppAttestOpenSSL
 
 /// A CMS SignedData message (RFC 5652) read by OpenSSL, which accepts the BER with indefinite lengths and
-/// chunked content that App Attest receipts use (SPEC §4.1).
+/// chunked content that App Attest receipts use (“Receipts and the risk metric”).
 package struct CMSSignedData: Sendable {
     /// Why a message was refused.
     package enum Failure: Error, Sendable, Equatable {
@@ -55,7 +55,7 @@ package struct CMSSignedData: Sendable {
         guard let output = BIO_new(BIO_s_mem()) else { throw .malformed(OpenSSLError.drain("BIO_new").description) }
         defer { BIO_free(output) }
         // Signature only: the signer's chain is verified against the pinned root by the caller, never against
-        // the root copy the message carries (SPEC §4.1).
+        // the root copy the message carries (“Receipts and the risk metric”).
         let flags = UInt32(CMS_BINARY | CMS_NO_SIGNER_CERT_VERIFY)
         if CMS_verify(cms, nil, nil, nil, output, flags) != 1 {
             let standardFailure = OpenSSLError.drain("CMS_verify").description

@@ -5,7 +5,8 @@ import Synchronization
 /// `X509_verify_cert`, at a given time.
 ///
 /// Speed without a weaker check: a chain costs two P-384 signature verifications (root → intermediate,
-/// intermediate → leaf), and Debian's OpenSSL does about 1.2k of them a second (SPEC §9). Every App Attest
+/// intermediate → leaf), and Debian's OpenSSL does about 1.2k of them a second (CONTRIBUTING.md, “OpenSSL and
+/// libcbor”). Every App Attest
 /// chain shares one intermediate, so once an intermediate's exact DER bytes have been verified against the
 /// pinned root, the result is remembered: later chains whose intermediate is byte-identical are verified by
 /// OpenSSL with that intermediate as the anchor (all of OpenSSL's checks on the leaf and on the intermediate,
@@ -69,7 +70,7 @@ package final class ChainVerifier: Sendable {
 
     /// Verifies `leaf` to the pinned root through any of the `untrusted` certificates (which may include a copy
     /// of a root: it is never trusted, the store's pinned root is), at `time`. For CMS signers, whose messages
-    /// carry their whole chain (SPEC §4.1).
+    /// carry their whole chain (“Receipts and the risk metric”).
     package func verifyPath(leaf: X509Certificate, untrusted: [X509Certificate], at time: Int64) throws(Failure) {
         let chain = try rootStore.verify(leaf: leaf, untrusted: untrusted, at: time)
         guard chain.first?.derBytes == leaf.derBytes, chain.last?.derBytes == root.derBytes else {
@@ -120,7 +121,7 @@ package final class ChainVerifier: Sendable {
                 throw .internalError(OpenSSLError.drain("X509_STORE_new").description)
             }
             for certificate in certificates {
-                // X509_STORE_add_cert takes its own reference (SPEC §9).
+                // X509_STORE_add_cert takes its own reference (CONTRIBUTING.md, “OpenSSL and libcbor”).
                 guard X509_STORE_add_cert(store, certificate.pointer) == 1 else {
                     X509_STORE_free(store)
                     throw .internalError(OpenSSLError.drain("X509_STORE_add_cert").description)
@@ -152,7 +153,7 @@ package final class ChainVerifier: Sendable {
             guard X509_STORE_CTX_init(context, pointer, leaf.pointer, stack) == 1 else {
                 throw .internalError(OpenSSLError.drain("X509_STORE_CTX_init").description)
             }
-            // Pin the time after init (SPEC §9).
+            // Pin the time after init (CONTRIBUTING.md, “OpenSSL and libcbor”).
             guard aa_verify_param_set_time(context, time) == 1 else {
                 throw .internalError("X509_VERIFY_PARAM_set_time failed")
             }

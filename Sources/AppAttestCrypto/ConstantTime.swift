@@ -1,6 +1,6 @@
 internal import CAppAttestOpenSSL
 
-/// Compares two byte strings without an early exit on the first difference (SPEC §2.2).
+/// Compares two byte strings without an early exit on the first difference (“Verifying attestations”).
 package func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
     if a.isEmpty { return true }

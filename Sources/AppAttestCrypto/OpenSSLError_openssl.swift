@@ -1,6 +1,7 @@
 internal import CAppAttestOpenSSL
 
-/// A failure inside OpenSSL, with the thread's whole error queue drained into text (SPEC §9: the queue is per
+/// A failure inside OpenSSL, with the thread's whole error queue drained into text (CONTRIBUTING.md, “OpenSSL and
+/// libcbor”: the queue is per
 /// thread; clear it before an operation, drain it after a failure).
 package struct OpenSSLError: Error, Sendable, CustomStringConvertible {
     package let operation: String
@@ -34,7 +35,8 @@ func clearOpenSSLErrors() {
 }
 
 /// Runs one of OpenSSL's `d2i_*` decoders over `bytes` and reports how many bytes it consumed, since the
-/// decoders ignore trailing bytes (SPEC §9): callers compare `consumed` with `bytes.count`.
+/// decoders ignore trailing bytes (CONTRIBUTING.md, “OpenSSL and libcbor”): callers compare `consumed` with
+/// `bytes.count`.
 func decodeDER(
     _ bytes: [UInt8], with decoder: (UnsafeMutablePointer<UnsafePointer<UInt8>?>, Int) -> OpaquePointer?
 ) -> (object: OpaquePointer?, consumed: Int) {

@@ -22,7 +22,8 @@ package struct P256PublicKey: Sendable {
 
     /// Verifies a DER ECDSA signature over an already computed SHA-256 digest.
     ///
-    /// - Returns: true only when OpenSSL reports a valid signature (`== 1`, SPEC §9); a malformed signature,
+    /// - Returns: true only when OpenSSL reports a valid signature (`== 1`, CONTRIBUTING.md, “OpenSSL and libcbor”); a
+    /// malformed signature,
     ///   a non-DER encoding (OpenSSL re-encodes and compares) or an internal error all give false.
     package func isValidSignature(derEncoded signature: [UInt8], sha256Digest digest: [UInt8]) -> Bool {
         guard digest.count == 32, !signature.isEmpty, signature.count <= 80 else { return false }

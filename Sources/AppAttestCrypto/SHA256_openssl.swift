@@ -1,6 +1,7 @@
 internal import CAppAttestOpenSSL
 
-/// SHA-256 through OpenSSL, with the algorithm fetched once (SPEC §9: OpenSSL 3 fetches on every implicit use).
+/// SHA-256 through OpenSSL, with the algorithm fetched once (CONTRIBUTING.md, “OpenSSL and libcbor”: OpenSSL 3 fetches
+/// on every implicit use).
 package enum SHA256 {
     /// The fetched `EVP_MD`; immutable after creation and safe to share between threads.
     private final class Algorithm: @unchecked Sendable {

@@ -10,10 +10,11 @@ package final class X509Certificate: @unchecked Sendable {
     /// The exact DER bytes the certificate was parsed from.
     package let derBytes: [UInt8]
 
-    /// The largest certificate accepted. Apple's are about 0.6–1.1 KB (SPEC §1.1).
+    /// The largest certificate accepted. Apple's are about 0.6–1.1 KB (“Verifying attestations”).
     package static let maximumDERSize = 16 * 1024
 
-    /// Parses one DER certificate; trailing bytes are an error (d2i_X509 ignores them, SPEC §9).
+    /// Parses one DER certificate; trailing bytes are an error (d2i_X509 ignores them, CONTRIBUTING.md, “OpenSSL and
+    /// libcbor”).
     package init(derEncoded bytes: [UInt8]) throws(OpenSSLError) {
         guard !bytes.isEmpty, bytes.count <= Self.maximumDERSize else {
             throw OpenSSLError(operation: "d2i_X509", queue: ["certificate size \(bytes.count) out of range"])

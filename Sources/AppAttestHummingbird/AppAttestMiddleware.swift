@@ -1,3 +1,4 @@
+#if Hummingbird
 public import AppAttest
 public import AppAttestStore
 import Foundation
@@ -61,7 +62,7 @@ public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddl
 }
 
 /// A Hummingbird response for a framework-neutral one.
-public func response(_ response: AppAttestHTTPResponse) -> Response {
+package func response(_ response: AppAttestHTTPResponse) -> Response {
     var headers = HTTPFields()
     headers[.contentType] = response.contentType
     for (name, value) in response.headers {
@@ -71,3 +72,4 @@ public func response(_ response: AppAttestHTTPResponse) -> Response {
         status: .init(code: response.status), headers: headers,
         body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
 }
+#endif  // Hummingbird

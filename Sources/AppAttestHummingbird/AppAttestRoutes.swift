@@ -1,3 +1,4 @@
+#if Hummingbird
 public import AppAttest
 public import AppAttestStore
 import Foundation
@@ -41,3 +42,4 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
         }
     }
 }
+#endif  // Hummingbird

@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import AppAttest
 public import AppAttestStore
 public import Foundation
@@ -286,3 +287,4 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 }
+#endif  // PostgreSQL

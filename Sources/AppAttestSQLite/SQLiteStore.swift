@@ -1,3 +1,4 @@
+#if SQLite
 public import AppAttest
 public import AppAttestStore
 public import Foundation
@@ -216,3 +217,4 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             revokedAt: revoked.map(Date.init(timeIntervalSince1970:)))
     }
 }
+#endif  // SQLite

@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestHummingbird
 import AppAttestPostgres
@@ -167,7 +168,7 @@ public final class AppAttestServer: Sendable {
     }
 }
 
-/// Refreshes receipts at Apple (or a stand-in) with the team's provider key (SPEC §4.5).
+/// Refreshes receipts at Apple (or a stand-in) with the team's provider key (“Receipts and the risk metric”).
 struct ReceiptRefresher: Sendable {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
@@ -188,3 +189,4 @@ struct ReceiptRefresher: Sendable {
         self.clients = clients
     }
 }
+#endif  // Service

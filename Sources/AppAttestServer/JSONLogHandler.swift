@@ -1,3 +1,4 @@
+#if Service
 import Foundation
 public import Logging
 import Synchronization
@@ -47,3 +48,4 @@ public struct JSONLogHandler: LogHandler {
         }
     }
 }
+#endif  // Service

@@ -1,3 +1,4 @@
+#if Service
 public import AppAttest
 import Foundation
 
@@ -77,7 +78,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var challengeLifetimeSeconds: Double = 300
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
-    /// (SPEC §4.4) with Apple's root, or with this one; with `testingRootCertificate` and without this, they are not.
+    /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
+    /// this, they are not.
     public var testingReceiptRootCertificate: String?
     public var apple: Apple?
 
@@ -245,3 +247,4 @@ public struct ServerConfigurationError: Error, Sendable, CustomStringConvertible
     public let description: String
     public init(_ description: String) { self.description = description }
 }
+#endif  // Service

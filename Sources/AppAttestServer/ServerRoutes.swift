@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestHummingbird
 import AppAttestStore
@@ -365,3 +366,4 @@ struct CallerMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 }
+#endif  // Service

@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestCrypto
 import Foundation
@@ -91,3 +92,4 @@ public final class ServerMetrics: Sendable {
         return buffer
     }
 }
+#endif  // Service

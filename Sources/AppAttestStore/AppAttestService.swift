@@ -17,7 +17,7 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         public static let challengeMismatch = Code("challengeMismatch")
         /// The key is already registered (a replayed attestation).
         public static let keyAlreadyRegistered = Code("keyAlreadyRegistered")
-        /// The key is registered to another user (SPEC §2.1, after step 9).
+        /// The key is registered to another user (“Verifying attestations”, after step 9).
         public static let keyBoundToAnotherUser = Code("keyBoundToAnotherUser")
         /// No such key.
         public static let unknownKey = Code("unknownKey")
@@ -73,7 +73,7 @@ public struct AppAttestService: Sendable {
     public let store: any AppAttestStore
     /// How long a challenge stays usable.
     public let challengeLifetime: TimeInterval
-    /// Validates the receipt of each new attestation when set (SPEC §4.4, freshly received).
+    /// Validates the receipt of each new attestation when set (“Receipts and the risk metric”, freshly received).
     public let receiptValidator: AppAttestReceiptValidator?
     private let now: @Sendable () -> Date
     private let keyCache = KeyCache()
@@ -89,7 +89,7 @@ public struct AppAttestService: Sendable {
         self.now = now
     }
 
-    /// The size of issued challenges, above Apple's 16-byte minimum (SPEC §3.6).
+    /// The size of issued challenges, above Apple's 16-byte minimum (“Verifying assertions and counters”).
     public static let challengeSize = 32
 
     /// Issues a one-time challenge.
@@ -139,7 +139,7 @@ public struct AppAttestService: Sendable {
         let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record)
         }
         if case .duplicate(let existing) = insertion {
-            // A key belongs to one user (SPEC §2.1); re-registering it is a replay either way.
+            // A key belongs to one user (“Verifying attestations”); re-registering it is a replay either way.
             if existing.userID != userID {
                 throw AppAttestServiceError(.keyBoundToAnotherUser, "this key is registered to another user")
             }
@@ -186,7 +186,8 @@ public struct AppAttestService: Sendable {
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
-        // After the signature (SPEC §3.6): the challenge is in the signed client data, and is consumed once.
+        // After the signature (“Verifying assertions and counters”): the challenge is in the signed client data, and is
+        // consumed once.
         if let challenge {
             guard clientData.firstRange(of: challenge) != nil else {
                 throw AppAttestServiceError(.challengeMismatch, "the challenge is not in the client data")
@@ -227,7 +228,7 @@ public struct AppAttestService: Sendable {
         }
     }
 
-    /// The keys of a user (reinstalls and restores rotate keys, so a user may have several, SPEC §7.16).
+    /// The keys of a user (reinstalls and restores rotate keys, so a user may have several, “Security model”).
     public func keys(forUser userID: String) async throws(AppAttestServiceError) -> [KeyRecord] {
         try await run { () async throws(StoreError) -> [KeyRecord] in try await store.keys(forUser: userID) }
     }

@@ -3,7 +3,7 @@ public import Foundation
 
 /// A one-time challenge as stored: random bytes bound to a purpose and, optionally, to a key or a user.
 public struct ChallengeRecord: Sendable, Hashable {
-    /// The random challenge bytes (at least 16, SPEC §3.6).
+    /// The random challenge bytes (at least 16, “Verifying assertions and counters”).
     public var challenge: [UInt8]
     /// What it may be used for, e.g. `attestation` or `assertion`.
     public var purpose: String
@@ -62,17 +62,33 @@ public struct KeyRecord: Sendable, Hashable {
 }
 
 /// A store failure that is not a verdict: the backend could not answer.
+///
+/// A struct with static members rather than an enum, so that new kinds can be added without breaking code that
+/// handles the existing ones.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
-        /// The backend is unreachable or failed (maps to 503 in adapters).
-        case unavailable
+    /// What kind of failure this is.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        /// A stable name for logs and metrics.
+        public let rawValue: String
+        private init(_ rawValue: String) { self.rawValue = rawValue }
+
+        /// The backend is unreachable or failed (adapters answer 503).
+        public static let unavailable = Kind("unavailable")
         /// The stored data does not decode (a corrupted row, a schema from the future).
-        case corrupted
+        public static let corrupted = Kind("corrupted")
+
+        public var description: String { rawValue }
     }
 
+    /// What kind of failure this is.
     public let kind: Kind
+    /// What the backend said, for logs (never shown to clients).
     public let message: String
 
+    /// A store failure.
+    /// - Parameters:
+    ///   - kind: what kind of failure this is.
+    ///   - message: what the backend said.
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
@@ -88,7 +104,7 @@ public enum KeyInsertion: Sendable, Hashable {
     case duplicate(KeyRecord)
 }
 
-/// State for App Attest with atomic operations only (STYLE rule 9): challenges are consumed once, keys are
+/// State for App Attest with atomic operations only: challenges are consumed once, keys are
 /// inserted uniquely, counters only move forward. No read-modify-write is left to the caller.
 public protocol AppAttestStore: Sendable {
     /// Stores a new challenge.

@@ -3,19 +3,22 @@ import Foundation
 
 /// The canonical client data of an HTTP request protected by App Attest: what the app hashes and passes to
 /// `generateAssertion`, so that an assertion is bound to one method, path, body and one-time challenge and cannot be
-/// replayed against another request (SPEC §3.6).
+/// replayed against another request (“Verifying assertions and counters”).
 ///
 /// ```
 /// clientData = "app-attest-request-v1" ‖ 0x00 ‖ METHOD ‖ 0x00 ‖ path-and-query ‖ 0x00 ‖ SHA-256(body) (32 bytes)
 ///              ‖ challenge (the raw bytes the server issued)
 /// ```
 ///
-/// On iOS (not runnable on Linux):
+/// On iOS, with `pathAndQuery` exactly as the server will see it (`URLComponents.percentEncodedPath`, `?` and
+/// `percentEncodedQuery`: `URL.path` is percent-decoded and drops a trailing slash; the complete app-side code is in
+/// the AppAttestHummingbird documentation, "Protecting routes"):
 /// ```swift
 /// var clientData = Data("app-attest-request-v1".utf8) + [0]
-/// clientData += Data(request.httpMethod!.utf8) + [0] + Data(pathAndQuery.utf8) + [0]
+/// clientData += Data(request.httpMethod!.uppercased().utf8) + [0] + Data(pathAndQuery.utf8) + [0]
 /// clientData += Data(SHA256.hash(data: body)) + challenge
-/// let assertion = try await DCAppAttestService.shared.generateAssertion(keyId, clientDataHash: Data(SHA256.hash(data: clientData)))
+/// let assertion = try await DCAppAttestService.shared.generateAssertion(
+///     keyId, clientDataHash: Data(SHA256.hash(data: clientData)))
 /// request.setValue(keyId, forHTTPHeaderField: "App-Attest-Key-Id")
 /// request.setValue(assertion.base64EncodedString(), forHTTPHeaderField: "App-Attest-Assertion")
 /// request.setValue(challenge.base64URLEncoded, forHTTPHeaderField: "App-Attest-Challenge")
@@ -50,7 +53,7 @@ public enum AppAttestRequestBinding {
     }
 
     /// Base64URL without padding.
-    public static func base64URL(_ bytes: [UInt8]) -> String {
+    package static func base64URL(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
             of: "/", with: "_"
         )
@@ -58,7 +61,7 @@ public enum AppAttestRequestBinding {
     }
 
     /// Decodes Base64URL (padding optional); nil for anything else or more than `limit` bytes.
-    public static func decodeBase64URL(_ text: String, limit: Int = 4096) -> [UInt8]? {
+    package static func decodeBase64URL(_ text: String, limit: Int = 4096) -> [UInt8]? {
         guard text.utf8.count <= limit * 2,
             text.utf8.allSatisfy({
                 $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0)
@@ -71,7 +74,7 @@ public enum AppAttestRequestBinding {
     }
 
     /// Decodes standard Base64; nil for anything else or more than `limit` bytes.
-    public static func decodeBase64(_ text: String, limit: Int = 64 * 1024) -> [UInt8]? {
+    package static func decodeBase64(_ text: String, limit: Int = 64 * 1024) -> [UInt8]? {
         guard text.utf8.count <= limit * 2 else { return nil }
         return Data(base64Encoded: text).map(Array.init)
     }

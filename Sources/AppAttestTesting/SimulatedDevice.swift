@@ -1,4 +1,5 @@
 public import AppAttest
+import AppAttestCBOR
 public import Crypto
 public import Foundation
 import Synchronization
@@ -74,7 +75,8 @@ public final class SimulatedDevice: Sendable {
         public var nonce: NonceChoice = .correct
         /// Which certificates `x5c` holds.
         public var chain: ChainShape = .leafAndIntermediate
-        /// When the attestation happens: the leaf is valid from a day before to two days after (SPEC §1.7).
+        /// When the attestation happens: the leaf is valid from a day before to two days after (“Verifying
+        /// attestations”).
         public var issuedAt: Date = Date()
         /// Overrides of the leaf validity.
         public var leafNotValidBefore: Date?
@@ -84,7 +86,7 @@ public final class SimulatedDevice: Sendable {
         /// The extended key usage of 2026 leaves.
         public var appAttestExtendedKeyUsage = false
         /// The iOS 27 extensions map appended to authData.
-        public var extensions: [CBORMapEntry]?
+        public var extensions: AuthenticatorExtensions?
         /// Bytes appended to authData after the COSE key and extensions (the nonce still covers them).
         public var authenticatorDataSuffix: [UInt8] = []
         /// The receipt bytes. nil: an ATTEST receipt signed by the device's receipt authority, or a placeholder
@@ -187,22 +189,22 @@ public final class SimulatedDevice: Sendable {
                 environment: options.environment ?? environment, creationTime: options.issuedAt))
     }
 
-    /// rpIdHash ‖ flags ‖ counter ‖ aaguid ‖ L ‖ credentialId ‖ COSE key [‖ extensions] (SPEC §1.2).
+    /// rpIdHash ‖ flags ‖ counter ‖ aaguid ‖ L ‖ credentialId ‖ COSE key [‖ extensions] (“Verifying attestations”).
     private func authenticatorData(_ options: AttestationOptions) -> [UInt8] {
         let credentialID = options.credentialID ?? keyID.rawValue
         let aaguid = options.aaguid ?? (options.environment ?? environment).aaguid
         var data = (options.appID ?? appID).rpIDHash
-        data.append(0x40)  // AT, as genuine attestations carry (SPEC §1.3)
+        data.append(0x40)  // AT, as genuine attestations carry (“Verifying attestations”)
         data += Self.bigEndian(options.counter)
         data += aaguid
         data += [UInt8(credentialID.count >> 8), UInt8(credentialID.count & 0xFF)]
         data += credentialID
         data += CBOREncoder.encode(Self.coseKey(options.coseKey ?? privateKey.publicKey))
-        if let extensions = options.extensions { data += CBOREncoder.encode(.map(extensions)) }
+        if let extensions = options.extensions { data += CBOREncoder.encode(.map(extensions.entries)) }
         return data + options.authenticatorDataSuffix
     }
 
-    /// `{1: 2, 3: -7, -1: 1, -2: x, -3: y}` (SPEC §1.4).
+    /// `{1: 2, 3: -7, -1: 1, -2: x, -3: y}` (“Verifying attestations”).
     static func coseKey(_ key: P256.Signing.PublicKey) -> CBORValue {
         let point = [UInt8](key.x963Representation)
         return .map([
@@ -224,12 +226,12 @@ public final class SimulatedDevice: Sendable {
         public var appID: AppID?
         /// Sign with another key.
         public var signingKey: P256.Signing.PrivateKey?
-        /// Sign the nonce as if it were already a digest (the classic bug, SPEC §3.3).
+        /// Sign the nonce as if it were already a digest (the classic bug, “Verifying assertions and counters”).
         public var signNonceAsDigest = false
         /// Flip a bit of the signature.
         public var corruptSignature = false
         /// The iOS 27 extensions map appended to authenticatorData.
-        public var extensions: [CBORMapEntry]?
+        public var extensions: AuthenticatorExtensions?
         /// Bytes appended after the CBOR object.
         public var trailingBytes: [UInt8] = []
         /// Cut the encoded object to this many bytes.
@@ -250,16 +252,17 @@ public final class SimulatedDevice: Sendable {
             }
         }
         var authData = (options.appID ?? appID).rpIDHash
-        authData.append(0x40)  // Apple sets AT in assertions too (SPEC §1.3)
+        authData.append(0x40)  // Apple sets AT in assertions too (“Verifying attestations”)
         authData += Self.bigEndian(counter)
-        if let extensions = options.extensions { authData += CBOREncoder.encode(.map(extensions)) }
+        if let extensions = options.extensions { authData += CBOREncoder.encode(.map(extensions.entries)) }
         let nonce = AppAttestSHA256.hash(authData + AppAttestSHA256.hash(clientData))
         let key = options.signingKey ?? privateKey
         var signature: [UInt8]
         if options.signNonceAsDigest {
             signature = Array(try key.signature(for: PrecomputedSHA256(bytes: nonce)).derRepresentation)
         } else {
-            signature = Array(try key.signature(for: nonce).derRepresentation)  // ECDSA hashes the nonce (SPEC §3.3)
+            // ECDSA hashes the nonce (“Verifying assertions and counters”).
+            signature = Array(try key.signature(for: nonce).derRepresentation)
         }
         if options.corruptSignature { signature[signature.count - 1] ^= 0x01 }
         let object: CBORValue = .map([

@@ -1,4 +1,5 @@
 public import AppAttest
+import AppAttestCBOR
 import AppAttestVectors
 public import Crypto
 public import Foundation
@@ -69,11 +70,11 @@ public enum SyntheticVectors {
             ])
         }
 
-        let extensions = [
+        let extensions = AuthenticatorExtensions(entries: [
             CBORMapEntry(key: .textString("apple_bundle_version_01"), value: .textString("3")),
             CBORMapEntry(key: .textString("apple_validation_category_01"), value: .byteString([4, 0, 0, 0])),
             CBORMapEntry(key: .textString("apple_future_key_01"), value: .unsignedInteger(1)),
-        ]
+        ])
 
         // Attestations that verify.
         try attestation("synthetic-attestation-production", expect: [])

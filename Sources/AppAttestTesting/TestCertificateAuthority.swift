@@ -5,7 +5,8 @@ import SwiftASN1
 import X509
 
 /// A certificate authority shaped like Apple's App Attest PKI, for tests: a P-384 root and a P-384
-/// intermediate (pathlen 0) that issue credCerts like Apple's (SPEC §1.6): subject CN = hex(keyId), the nonce
+/// intermediate (pathlen 0) that issue credCerts like Apple's (“Verifying attestations”): subject CN = hex(keyId), the
+/// nonce
 /// extension `1.2.840.113635.100.8.2` with its `[1]` wrapper, the attestation and device property extensions
 /// (App ID under `[1204]`, OS version under `[1400]`), optionally the extended key usage of 2026 leaves.
 ///
@@ -169,7 +170,7 @@ public struct TestCertificateAuthority: Sendable {
         return try Self.der(leaf)
     }
 
-    /// `SEQUENCE { [1] EXPLICIT OCTET STRING nonce }`, as Apple encodes it (SPEC §2.2).
+    /// `SEQUENCE { [1] EXPLICIT OCTET STRING nonce }`, as Apple encodes it (“Verifying attestations”).
     static func nonceExtension(_ nonce: [UInt8]) -> [UInt8] {
         let octets = tlv([0x04], nonce)
         return tlv([0x30], tlv([0xA1], octets))

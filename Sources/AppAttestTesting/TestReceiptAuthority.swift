@@ -4,9 +4,10 @@ public import Foundation
 import SwiftASN1
 import X509
 
-/// A receipt-signing authority shaped like Apple's (SPEC §4.2): a P-384 root standing in for Apple Root CA - G3,
+/// A receipt-signing authority shaped like Apple's (“Receipts and the risk metric”): a P-384 root standing in for Apple
+/// Root CA - G3,
 /// a P-256 intermediate, and a P-256 signer that signs receipts as CMS SignedData without signed attributes, the
-/// signature over the payload itself (SPEC §4.1). Validators trust it only through
+/// signature over the payload itself (“Receipts and the risk metric”). Validators trust it only through
 /// `TrustAnchor.customRootForTesting(derRepresentation: authority.rootCertificate)`.
 public struct TestReceiptAuthority: Sendable {
     public let rootCertificate: [UInt8]
@@ -78,7 +79,8 @@ public struct TestReceiptAuthority: Sendable {
         self.signerSerial = Array(serial.bytes)
     }
 
-    /// The fields of a receipt (SPEC §4.3). Dates are written as Apple writes them, ISO 8601 with milliseconds.
+    /// The fields of a receipt (“Receipts and the risk metric”). Dates are written as Apple writes them, ISO 8601 with
+    /// milliseconds.
     public struct Fields: Sendable {
         public var appID: String
         /// Field 3: the credCert, DER.
@@ -133,7 +135,8 @@ public struct TestReceiptAuthority: Sendable {
     }
 
     /// Signs a receipt. `indefiniteLength` writes Apple's attestation form: BER with indefinite lengths and the
-    /// payload in 1000-byte chunks (SPEC §4.1); otherwise DER, as refreshed receipts have been seen.
+    /// payload in 1000-byte chunks (“Receipts and the risk metric”); otherwise DER, as refreshed receipts have been
+    /// seen.
     public func sign(_ fields: Fields, indefiniteLength: Bool = true) throws -> [UInt8] {
         let payload = Self.payload(fields)
         let signature = Array(try signerKey.signature(for: payload).derRepresentation)
@@ -147,7 +150,8 @@ public struct TestReceiptAuthority: Sendable {
             [0x30],
             T.tlv([0x02], [0x01]) + T.tlv([0x30], signerIssuerDER + T.tlv([0x02], Self.integer(signerSerial))) + sha256
                 + ecdsaSHA256 + T.tlv([0x04], signature))
-        // Like Apple's: signer, intermediate and the root itself, which validators must ignore (SPEC §4.1).
+        // Like Apple's: signer, intermediate and the root itself, which validators must ignore (“Receipts and the risk
+        // metric”).
         let certificates = signerCertificate + intermediateCertificate + rootCertificate
         if indefiniteLength {
             var chunks: [UInt8] = []

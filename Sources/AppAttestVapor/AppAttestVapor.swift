@@ -1,3 +1,4 @@
+#if Vapor
 import AppAttest
 public import AppAttestStore
 import Foundation
@@ -99,7 +100,7 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
 }
 
 /// A Vapor response for a framework-neutral one.
-public func response(_ response: AppAttestHTTPResponse) -> Response {
+package func response(_ response: AppAttestHTTPResponse) -> Response {
     var headers = HTTPHeaders()
     headers.replaceOrAdd(name: .contentType, value: response.contentType)
     for (name, value) in response.headers { headers.replaceOrAdd(name: name, value: value) }
@@ -107,3 +108,4 @@ public func response(_ response: AppAttestHTTPResponse) -> Response {
         status: HTTPResponseStatus(statusCode: response.status), headers: headers,
         body: .init(buffer: ByteBuffer(bytes: response.body)))
 }
+#endif  // Vapor

@@ -1,4 +1,6 @@
-/// Why a call to Apple's DeviceCheck or receipt endpoint failed, and whose fault it is (SPEC §4.5, §5).
+#if AppleServerAPI
+/// Why a call to Apple's DeviceCheck or receipt endpoint failed, and whose fault it is (“Receipts and the risk metric”,
+/// “DeviceCheck's two bits”).
 public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
     /// What Apple (or the transport) answered. Stable names; new codes may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -64,7 +66,7 @@ public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
     public let fault: Fault
     /// The HTTP status, when Apple answered.
     public let status: Int?
-    /// The host that was called, so that logs show which environment failed (SPEC §7 pitfall 6).
+    /// The host that was called, so that logs show which environment failed (“DeviceCheck's two bits”).
     public let host: String?
     public let message: String
 
@@ -86,7 +88,7 @@ public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Classifies an error status of DeviceCheck or the receipt endpoint by code, then by body text for 400 and
-    /// 401 (SPEC §5: classify primarily by status; the literal bodies vary).
+    /// 401 (“DeviceCheck's two bits”: classify primarily by status; the literal bodies vary).
     static func classify(status: Int, body: String, host: String) -> AppleAPIError {
         let text = body.lowercased()
         let excerpt = sanitizedExcerpt(body)
@@ -120,3 +122,4 @@ public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
         String(String.UnicodeScalarView(body.unicodeScalars.prefix(200).filter { (0x20..<0x7F).contains($0.value) }))
     }
 }
+#endif  // AppleServerAPI

@@ -1,11 +1,13 @@
+#if AppleServerAPI
 public import AsyncHTTPClient
 public import Foundation
 public import Logging
 
-/// Apple's DeviceCheck server API: two bits per device and team, and device-token validation (SPEC §5).
+/// Apple's DeviceCheck server API: two bits per device and team, and device-token validation (“DeviceCheck's two
+/// bits”).
 ///
 /// The environment is chosen explicitly and never switched behind your back: a development token sent to
-/// production (or the reverse) fails, and the error names the host that answered (SPEC §7 pitfall 6).
+/// production (or the reverse) fails, and the error names the host that answered (“DeviceCheck's two bits”).
 public struct DeviceCheckClient: Sendable {
     /// Which DeviceCheck host to call.
     public enum Environment: String, Sendable, Hashable, CaseIterable {
@@ -76,7 +78,7 @@ public struct DeviceCheckClient: Sendable {
             return .set(
                 bit0: bit0, bit1: bit1, lastUpdated: (object["last_update_time"] as? String).flatMap(YearMonth.init))
         }
-        // A 200 with a text body means no bits were ever set (SPEC §5, §7 pitfall 12).
+        // A 200 with a text body means no bits were ever set (“DeviceCheck's two bits”).
         let text = response.body.lowercased()
         if text.contains("failed to find bit state") || text.contains("bit state not found") { return .notSet }
         throw AppleAPIError(
@@ -85,7 +87,8 @@ public struct DeviceCheckClient: Sendable {
         )
     }
 
-    /// `POST /v1/update_two_bits`, sending both bits (the effect of omitting one is undocumented, SPEC §5).
+    /// `POST /v1/update_two_bits`, sending both bits (the effect of omitting one is undocumented, “DeviceCheck's two
+    /// bits”).
     public func updateTwoBits(deviceToken: String, bit0: Bool, bit1: Bool) async throws(AppleAPIError) {
         _ = try await call("/v1/update_two_bits", deviceToken: deviceToken, bits: (bit0, bit1))
     }
@@ -115,7 +118,7 @@ public struct DeviceCheckClient: Sendable {
             path, authorization: { () async throws(AppleAPIError) -> String in "Bearer \(try await tokens.token())" },
             contentType: "application/json",
             body: { () throws(AppleAPIError) -> [UInt8] in
-                // A fresh transaction id and timestamp (milliseconds, SPEC §7 pitfall 10) for every attempt.
+                // A fresh transaction id and timestamp (milliseconds, “DeviceCheck's two bits”) for every attempt.
                 var object: [String: Any] = [
                     "device_token": deviceToken, "transaction_id": UUID().uuidString,
                     "timestamp": Int64((now().timeIntervalSince1970 * 1000).rounded(.down)),
@@ -138,3 +141,4 @@ public struct DeviceCheckClient: Sendable {
         return response
     }
 }
+#endif  // AppleServerAPI

@@ -1,9 +1,11 @@
+#if AppleServerAPI
 public import Crypto
 public import Foundation
 import JWTKit
 
 /// The developer credentials that sign provider tokens for DeviceCheck and the App Attest receipt endpoint
-/// (SPEC §6): a key with the DeviceCheck capability, its 10-character Key ID, and the 10-character Team ID.
+/// (“DeviceCheck's two bits”): a key with the DeviceCheck capability, its 10-character Key ID, and the 10-character
+/// Team ID.
 public struct ProviderCredentials: Sendable {
     public let teamID: String
     public let keyID: String
@@ -25,7 +27,7 @@ public struct ProviderCredentials: Sendable {
     }
 
     /// Loads the `.p8` file Apple issues: PEM `PRIVATE KEY` holding PKCS#8. A PKCS#8 body under an
-    /// `EC PRIVATE KEY` label, or a SEC1 body under either label, is accepted too (SPEC §6).
+    /// `EC PRIVATE KEY` label, or a SEC1 body under either label, is accepted too (“DeviceCheck's two bits”).
     /// - Throws: ``AppleAPIError`` (`invalidCredentials`).
     public init(teamID: String, keyID: String, p8 pem: String) throws(AppleAPIError) {
         guard pem.utf8.count <= 16 * 1024 else {
@@ -46,7 +48,8 @@ public struct ProviderCredentials: Sendable {
     }
 }
 
-/// Makes and caches provider tokens: ES256 JWTs with header `{alg, kid}` and claims `{iss, iat}` (SPEC §6).
+/// Makes and caches provider tokens: ES256 JWTs with header `{alg, kid}` and claims `{iss, iat}` (“DeviceCheck's two
+/// bits”).
 ///
 /// One token is reused until `renewAfter` (40 minutes by default: Apple rejects tokens older than an hour and
 /// throttles renewals more often than every 20 minutes for APNs), then renewed. `iat` is whole seconds from the
@@ -114,3 +117,4 @@ struct ProviderClaims: JWTPayload, Equatable {
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
+#endif  // AppleServerAPI

@@ -1,9 +1,10 @@
+#if AppleServerAPI
 public import AppAttest
 public import AsyncHTTPClient
 public import Foundation
 public import Logging
 
-/// Exchanges a stored App Attest receipt for a fresh one carrying the risk metric (SPEC §4.5).
+/// Exchanges a stored App Attest receipt for a fresh one carrying the risk metric (“Receipts and the risk metric”).
 public struct ReceiptRefreshClient: Sendable {
     /// Which receipt host to call; keys and receipts never cross environments.
     public enum Environment: String, Sendable, Hashable, CaseIterable {
@@ -19,7 +20,8 @@ public struct ReceiptRefreshClient: Sendable {
     }
 
     /// How the provider token is sent. Apple's sample shows the bare token; the DeviceCheck page uses `Bearer`
-    /// (SPEC §4.5, ⚠ uncertain): the bare form is the default, the other is one setting away.
+    /// (“Receipts and the risk metric”; Apple documents neither form): the bare form is the default, the other is one
+    /// setting away.
     public enum AuthorizationStyle: Sendable, Hashable {
         case bareToken
         case bearer
@@ -32,7 +34,7 @@ public struct ReceiptRefreshClient: Sendable {
         /// 304: called before the previous receipt's not-before; keep it.
         case notModified
         /// 404: Apple holds no data for this key any more (about 30 days without attestation); keep the last
-        /// good receipt (SPEC §7 pitfall 17).
+        /// good receipt (“DeviceCheck's two bits”).
         case noData
     }
 
@@ -109,3 +111,4 @@ public struct ReceiptRefreshClient: Sendable {
         }
     }
 }
+#endif  // AppleServerAPI

@@ -1,3 +1,4 @@
+#if AppleServerAPI
 import AsyncHTTPClient
 public import Foundation
 import Logging
@@ -122,3 +123,4 @@ struct Transport: Sendable {
         }
     }
 }
+#endif  // AppleServerAPI

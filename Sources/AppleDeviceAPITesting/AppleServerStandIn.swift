@@ -1,3 +1,4 @@
+#if AppleServerAPI && Hummingbird
 public import AppAttest
 public import AppAttestTesting
 public import Crypto
@@ -9,7 +10,8 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// A local stand-in for Apple's DeviceCheck and App Attest receipt servers, as documented (SPEC §4.5, §5), for
+/// A local stand-in for Apple's DeviceCheck and App Attest receipt servers, as documented (“Receipts and the risk
+/// metric”, “DeviceCheck's two bits”), for
 /// tests over real HTTP on 127.0.0.1.
 ///
 /// It verifies provider tokens (ES256 signature with the registered key, `kid`, `iss`, age), keeps two bits per
@@ -199,7 +201,7 @@ public final class AppleServerStandIn: Sendable {
             let key = keys.first(where: { $0.keyID == kid }), claims["iss"] as? String == key.teamID,
             let iat = claims["iat"] as? NSNumber
         else { return Self.text(401, "Unable to verify authorization token") }
-        // iat is whole seconds (SPEC §7 pitfall 10), at most an hour old, never in the future.
+        // iat is whole seconds (“DeviceCheck's two bits”), at most an hour old, never in the future.
         let issued = iat.doubleValue
         guard issued == issued.rounded(), issued <= now().timeIntervalSince1970 + 60 else {
             return Self.text(401, "Unable to verify authorization token")
@@ -324,3 +326,4 @@ final class RunningServer: Sendable {
         }
     }
 }
+#endif  // AppleServerAPI && Hummingbird

@@ -2,7 +2,8 @@
 #define C_APP_ATTEST_OPENSSL_SHIM_H
 // OpenSSL 3 (Debian's libssl-dev), libcrypto only. Swift cannot import OpenSSL's function-like macros, and
 // OSSL_PARAM arrays keep pointers to their strings, so both are wrapped here as static inline functions
-// (SPEC §9). Nothing in this header owns memory: the Swift wrappers in AppAttestCrypto do.
+// (CONTRIBUTING.md, “OpenSSL and libcbor”). Nothing in this header owns memory: the Swift wrappers in AppAttestCrypto
+// do.
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -24,7 +25,8 @@
 static inline void aa_openssl_free(void *p) { OPENSSL_free(p); }
 
 /// Builds a P-256 public key from a 65-byte uncompressed X9.62 point. EVP_PKEY_fromdata is 5-7x faster than
-/// d2i_PUBKEY on a synthesized SPKI (SPEC §9). Returns NULL when the point is not on the curve.
+/// d2i_PUBKEY on a synthesized SPKI (CONTRIBUTING.md, “OpenSSL and libcbor”). Returns NULL when the point is not on the
+/// curve.
 static inline EVP_PKEY *aa_p256_public_key_from_point(const unsigned char *point, size_t length) {
     if (point == NULL || length != 65 || point[0] != 0x04) return NULL;
     char group[] = "P-256";
@@ -67,7 +69,7 @@ static inline int aa_pkey_is_ec(const EVP_PKEY *key) { return EVP_PKEY_is_a(key,
 
 // MARK: STACK_OF(X509): every sk_X509_* is a macro.
 static inline STACK_OF(X509) *aa_sk_x509_new(void) { return sk_X509_new_null(); }
-/// Pushes with its own reference: the stack then owns one (SPEC §9).
+/// Pushes with its own reference: the stack then owns one (CONTRIBUTING.md, “OpenSSL and libcbor”).
 static inline int aa_sk_x509_push_ref(STACK_OF(X509) *stack, X509 *cert) {
     if (X509_up_ref(cert) != 1) return 0;
     if (sk_X509_push(stack, cert) <= 0) { X509_free(cert); return 0; }
@@ -94,7 +96,7 @@ static inline long aa_bio_mem_contents(BIO *bio, char **data) { return BIO_get_m
 static inline X509_STORE *aa_store_new(int partial) {
     X509_STORE *store = X509_STORE_new();
     if (store == NULL) return NULL;
-    // Never X509_V_FLAG_X509_STRICT: it rejects Apple's genuine leaf (SPEC §9).
+    // Never X509_V_FLAG_X509_STRICT: it rejects Apple's genuine leaf (CONTRIBUTING.md, “OpenSSL and libcbor”).
     if (partial && X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN) != 1) {
         X509_STORE_free(store);
         return NULL;

@@ -1,3 +1,4 @@
+#if SQLite && PostgreSQL
 import AppAttest
 import AppAttestPostgres
 import AppAttestSQLite
@@ -111,3 +112,12 @@ struct Worker {
 struct WorkerError: Error, CustomStringConvertible {
     var description: String
 }
+#else
+/// Without the SQLite and PostgreSQL traits there is no store to drive.
+@main
+struct Worker {
+    static func main() {
+        print("appattest-store-worker needs the SQLite and PostgreSQL traits (swift build --enable-all-traits)")
+    }
+}
+#endif  // SQLite && PostgreSQL

@@ -4,12 +4,18 @@ import AppAttestVectors
 import ArgumentParser
 import Foundation
 
-/// `appattest bench [verify]` and `appattest bench store`.
+#if Service
+private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, BenchStore.self]
+#else
+private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self]
+#endif
+
+/// `appattest bench [verify]` and `appattest bench store` (with the Service trait).
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Benchmarks: verification rates (default) and the store (`bench store`).",
-        subcommands: [BenchVerify.self, BenchStore.self],
+        subcommands: benchSubcommands,
         defaultSubcommand: BenchVerify.self
     )
 }

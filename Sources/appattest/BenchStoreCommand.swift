@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestPostgres
 import AppAttestSQLite
@@ -97,3 +98,4 @@ struct BenchStore: AsyncParsableCommand {
 
     static let clientData = Array("{\"method\":\"POST\",\"path\":\"/v1/order\"}".utf8)
 }
+#endif  // Service

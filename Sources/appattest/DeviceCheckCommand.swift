@@ -1,3 +1,4 @@
+#if AppleServerAPI
 import AppleDeviceAPI
 import ArgumentParser
 import Foundation
@@ -6,7 +7,7 @@ import Foundation
 struct DeviceCheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicecheck",
-        abstract: "Apple's DeviceCheck two bits (SPEC §5).",
+        abstract: "Apple's DeviceCheck two bits: query, update, validate a device token.",
         subcommands: [Query.self, Update.self, Validate.self]
     )
 
@@ -80,3 +81,4 @@ private func runDeviceCheck(
     print(json ? report.json() : report.render(), terminator: json ? "\n" : "")
     if failed { throw ExitCode(1) }
 }
+#endif  // AppleServerAPI

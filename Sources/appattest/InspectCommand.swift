@@ -165,7 +165,7 @@ struct InspectCommand: ParsableCommand {
         return .object(fields)
     }
 
-    /// The fields of a receipt (SPEC §4.3).
+    /// The fields of a receipt (“Receipts and the risk metric”).
     static func receiptFields(_ receipt: AppAttestReceipt) -> [(String, Report)] {
         let signer = try? CertificateSummary(derEncoded: receipt.signerCertificate)
         return [

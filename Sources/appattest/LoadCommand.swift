@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestStore
 import AppAttestTesting
@@ -161,3 +162,4 @@ private func send(_ request: HTTPClientRequest) async throws -> Data {
     }
     return Data(buffer: body)
 }
+#endif  // Service

@@ -1,14 +1,27 @@
 import AppAttest
-import AppleDeviceAPI
 import ArgumentParser
 import Foundation
 
-/// `appattest receipt inspect|validate|refresh`.
+#if AppleServerAPI
+import AppleDeviceAPI
+#endif
+
+#if AppleServerAPI
+private let receiptSubcommands: [any ParsableCommand.Type] = [
+    ReceiptCommand.Inspect.self, ReceiptCommand.Validate.self, ReceiptCommand.Refresh.self,
+]
+#else
+private let receiptSubcommands: [any ParsableCommand.Type] = [
+    ReceiptCommand.Inspect.self, ReceiptCommand.Validate.self,
+]
+#endif
+
+/// `appattest receipt inspect|validate|refresh` (`refresh` with the AppleServerAPI trait).
 struct ReceiptCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "receipt",
-        abstract: "Inspect, validate and refresh App Attest receipts (SPEC §4).",
-        subcommands: [Inspect.self, Validate.self, Refresh.self]
+        abstract: "Inspect, validate and refresh App Attest receipts.",
+        subcommands: receiptSubcommands
     )
 
     struct Inspect: ParsableCommand {
@@ -95,6 +108,7 @@ struct ReceiptCommand: AsyncParsableCommand {
         }
     }
 
+    #if AppleServerAPI
     struct Refresh: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Exchange a receipt for a fresh one with Apple's data endpoint (or --base-url).")
@@ -149,8 +163,10 @@ struct ReceiptCommand: AsyncParsableCommand {
             print(json ? report.json() : report.render(), terminator: json ? "\n" : "")
         }
     }
+    #endif  // AppleServerAPI
 }
 
+#if AppleServerAPI
 /// `--key`, `--key-id`, `--team-id`, `--environment`, `--base-url` for Apple's server APIs.
 struct CredentialOptions: ParsableArguments {
     @Option(help: "The .p8 key file (DeviceCheck capability).") var key: String
@@ -180,6 +196,7 @@ func appleErrorFields(_ error: AppleAPIError) -> [(String, Report)] {
         ("message", .text(error.message)),
     ]
 }
+#endif  // AppleServerAPI
 
 func hexBytes(_ hex: String) -> [UInt8]? {
     let digits = Array(hex.utf8)

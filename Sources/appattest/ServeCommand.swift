@@ -1,3 +1,4 @@
+#if Service
 import AppAttestServer
 import ArgumentParser
 import Foundation
@@ -78,3 +79,4 @@ struct ServeCommand: AsyncParsableCommand {
         return configuration
     }
 }
+#endif  // Service

@@ -1,3 +1,4 @@
+#if AppleServerAPI && Hummingbird
 import AppAttestTesting
 import AppleDeviceAPITesting
 import ArgumentParser
@@ -43,3 +44,4 @@ struct StandInCommand: AsyncParsableCommand {
         await server.stop()
     }
 }
+#endif  // AppleServerAPI && Hummingbird

@@ -1,3 +1,4 @@
+#if Hummingbird
 import AppAttest
 import AppAttestHummingbird
 import AppAttestStore
@@ -211,3 +212,4 @@ struct MiddlewareFailureTests {
         }
     }
 }
+#endif  // Hummingbird

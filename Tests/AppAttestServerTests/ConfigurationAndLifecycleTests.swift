@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestSQLite
 import AppAttestServer
@@ -224,3 +225,4 @@ final class Counter: Sendable {
         }
     }
 }
+#endif  // Service

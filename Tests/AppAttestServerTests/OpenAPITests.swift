@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestServer
 import AppAttestStore
@@ -42,3 +43,4 @@ struct OpenAPITests {
         #expect(operations == 10)
     }
 }
+#endif  // Service

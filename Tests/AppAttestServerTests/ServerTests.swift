@@ -1,3 +1,4 @@
+#if Service
 import AppAttest
 import AppAttestServer
 import AppAttestStore
@@ -312,3 +313,4 @@ struct ServerTests {
         }
     }
 }
+#endif  // Service

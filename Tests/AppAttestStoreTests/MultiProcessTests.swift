@@ -1,3 +1,4 @@
+#if SQLite && PostgreSQL
 import AppAttest
 import AppAttestSQLite
 import AppAttestStore
@@ -145,3 +146,4 @@ func hexBytes(_ text: String) -> [UInt8] {
         UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)
     }
 }
+#endif  // SQLite && PostgreSQL

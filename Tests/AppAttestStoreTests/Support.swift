@@ -1,12 +1,17 @@
 import AppAttest
-import AppAttestPostgres
-import AppAttestSQLite
 import AppAttestStore
 import AppAttestTesting
 import Crypto
 import Foundation
 import Synchronization
 import Testing
+
+#if PostgreSQL
+import AppAttestPostgres
+#endif
+#if SQLite
+import AppAttestSQLite
+#endif
 
 /// The backends every contract test runs against. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` starts a
 /// server and sets it); without it the PostgreSQL cases are disabled locally, and fail under CI.
@@ -17,11 +22,16 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     static var postgresURL: String? { ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] }
     static var available: [Backend] {
+        #if SQLite && PostgreSQL
         if postgresURL == nil && ProcessInfo.processInfo.environment["CI"] != nil {
             // Under CI the PostgreSQL cases must run: fail loudly rather than skip.
             return allCases
         }
         return postgresURL == nil ? [.memory, .sqlite] : allCases
+        #else
+        // Built without the store traits (`swift test --enable-all-traits` runs them all).
+        return [.memory]
+        #endif
     }
 
     /// A store, and how another process can open the same one (nil for memory).
@@ -29,17 +39,23 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
         switch self {
         case .memory:
             return (MemoryAppAttestStore(), nil)
+        #if SQLite
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "appattest-\(UUID().uuidString).sqlite"
             ).path
             return (try SQLiteAppAttestStore(path: path), "sqlite:\(path)")
+        #endif
+        #if PostgreSQL
         case .postgres:
             guard let url = Self.postgresURL else {
                 Issue.record("APPATTEST_POSTGRES_URL is not set: run .ci/postgres.sh start and export it")
                 throw StoreError(.unavailable, "no PostgreSQL")
             }
             return (try await PostgresAppAttestStore.connect(url: url), "postgres:\(url)")
+        #endif
+        default:
+            throw StoreError(.unavailable, "\(self) needs its trait")
         }
     }
 }
@@ -97,7 +113,9 @@ struct Harness {
     }
 
     func close() {
+        #if PostgreSQL
         if let postgres = store as? PostgresAppAttestStore { postgres.shutdown() }
+        #endif
     }
 }
 

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestCBOR
 import AppAttestTesting
 import Foundation
 import Testing
@@ -17,10 +18,7 @@ struct MutationTests {
         configuration: .init(
             apps: [appID: [.production, .development]], trustAnchor: authority.trustAnchor,
             verificationTime: .fixed(now)))
-    static let extensions = [
-        CBORMapEntry(key: .textString("apple_bundle_version_01"), value: .textString("12")),
-        CBORMapEntry(key: .textString("apple_validation_category_01"), value: .byteString([1, 0, 0, 0])),
-    ]
+    static let extensions = AuthenticatorExtensions(bundleVersion: "12", validationCategoryBytes: [1, 0, 0, 0])
     static let challenge = Array("mutation challenge".utf8)
     static let clientData = Array("{\"challenge\":\"abc\"}".utf8)
 

@@ -75,10 +75,7 @@ struct SimulatedDeviceTests {
             options {
                 $0.appAttestExtendedKeyUsage = true
                 $0.osVersion = "27.0"
-                $0.extensions = [
-                    CBORMapEntry(key: .textString("apple_bundle_version_01"), value: .textString("7")),
-                    CBORMapEntry(key: .textString("apple_validation_category_01"), value: .byteString([4, 0, 0, 0])),
-                ]
+                $0.extensions = AuthenticatorExtensions(bundleVersion: "7", validationCategoryBytes: [4, 0, 0, 0])
             })
         let result = try verifier([.development]).verifyAttestation(
             object, keyID: development.keyID, challenge: challenge)
@@ -87,7 +84,7 @@ struct SimulatedDeviceTests {
         #expect(result.extensions?.bundleVersion == "7")
         #expect(result.extensions?.validationCategory == 4)
         var assertOptions = SimulatedDevice.AssertionOptions()
-        assertOptions.extensions = [CBORMapEntry(key: .textString("apple_bundle_version_01"), value: .textString("8"))]
+        assertOptions.extensions = AuthenticatorExtensions(bundleVersion: "8")
         let assertion = try development.assert(clientData: [1], assertOptions)
         let verified = try verifier([.development]).verifyAssertion(
             assertion, clientData: [1], publicKey: result.publicKey, appID: Self.appID, previousCounter: 0)
@@ -124,7 +121,7 @@ struct SimulatedDeviceTests {
             (
                 "authData: junk after the extensions", .malformed,
                 {
-                    $0.extensions = []; $0.authenticatorDataSuffix = [0xA0]
+                    $0.extensions = AuthenticatorExtensions(); $0.authenticatorDataSuffix = [0xA0]
                 }
             ),
         ]

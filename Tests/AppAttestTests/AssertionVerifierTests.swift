@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestCBOR
 import AppAttestVectors
 import Foundation
 import Testing
@@ -23,7 +24,7 @@ struct AssertionVerifierTests {
         #expect(result.counter == 3)
         #expect(result.keyID == key.keyID)
         #expect(result.extensions == nil)
-        // Apple sets AT in assertions although no credential data follows (SPEC §1.3).
+        // Apple sets AT in assertions although no credential data follows (“Verifying attestations”).
         #expect(result.authenticatorData.flags.contains(.attestedCredentialData))
         let viaHash = try verifier.verifyAssertion(
             vector.assertion!, clientDataHash: AppAttestSHA256.hash(vector.clientData!), publicKey: key,
@@ -39,7 +40,7 @@ struct AssertionVerifierTests {
         #expect(throws: Never.self) { try verify(vector.assertion!, previous: 0) }
     }
 
-    @Test("the signature is over nonce hashed once more by ECDSA, never nonce as a digest (SPEC §3.3)")
+    @Test("the signature is over nonce hashed once more by ECDSA, never nonce as a digest")
     func doubleHash() throws {
         let object = try AssertionObject(cborEncoded: vector.assertion!)
         let nonce = AppAttestSHA256.hash(

@@ -1,3 +1,4 @@
+import AppAttestCBOR
 import AppAttestVectors
 import Foundation
 import Testing
@@ -45,7 +46,7 @@ struct AttestationVerifierTests {
         #expect(result.publicKey.x963Representation.count == 65)
         #expect(result.counter == 0)
         #expect(result.receipt.count > 3000)
-        #expect(result.receipt.prefix(2) == [0x30, 0x80])  // BER, indefinite length (SPEC §4.1)
+        #expect(result.receipt.prefix(2) == [0x30, 0x80])  // BER, indefinite length (“Receipts and the risk metric”)
         #expect(result.osVersion?.hasPrefix("14.") == true)
         #expect(result.extensions == nil)
         #expect(result.certificateChain.count == 2)
@@ -59,7 +60,7 @@ struct AttestationVerifierTests {
         let viaHash = try verifier.verifyAttestation(
             object, keyID: vector.keyID!, clientDataHash: vector.clientDataHash!)
         #expect(viaChallenge == viaHash)
-        // Hashing the hash again is a different clientDataHash: never a "try both" fallback (SPEC §7.3).
+        // Hashing the hash again is a different clientDataHash: never a "try both" fallback (“Security model”).
         expectCode(.nonceMismatch) {
             _ = try verifier.verifyAttestation(object, keyID: vector.keyID!, challenge: vector.clientDataHash!)
         }

@@ -1,9 +1,10 @@
 import AppAttest
+import AppAttestCBOR
 import AppAttestVectors
 import Foundation
 import Testing
 
-/// Every input from outside is hostile (STYLE rule 5): truncated, oversized, deep, wrong types, huge declared
+/// Every input from outside is hostile: truncated, oversized, deep, wrong types, huge declared
 /// lengths. Each must be a typed `malformed` error, never a crash, a hang or a large allocation.
 @Suite("Hostile attestation objects")
 struct HostileAttestationTests {
@@ -154,7 +155,7 @@ struct HostileAttestationTests {
 
     @Test("a COSE key of another type is unsupported; a different P-256 key breaks the nonce first")
     func coseKeys() throws {
-        // Changing authData changes the nonce, which is checked first (SPEC §2.1 order), so the COSE checks
+        // Changing authData changes the nonce, which is checked first (“Verifying attestations”), so the COSE checks
         // themselves are reached with simulated devices (AppAttestTesting); here only the parser's view.
         let data = try AuthenticatorData(attestationRepresentation: authData)
         #expect(data.attestedCredentialData?.credentialPublicKeyPoint?.count == 65)

@@ -3,7 +3,7 @@ import AppAttestVectors
 import Foundation
 import Testing
 
-@Suite("Receipts (SPEC §4)")
+@Suite("Receipts")
 struct ReceiptTests {
     /// Every attestation that verifies, from the real-device file and Apple's 2026 sample.
     static let attestations: [TestVector] = {
@@ -88,7 +88,8 @@ struct ReceiptTests {
         other = base
         other.environment = .production
         expectCode(.environmentMismatch) { _ = try validator.validate(attestation.receipt, expecting: other) }
-        // Fresh receipts: at most five minutes old (SPEC §4.4); the vector's verifyAt is hours after creation.
+        // Fresh receipts: at most five minutes old (“Receipts and the risk metric”); the vector's verifyAt is hours
+        // after creation.
         other = base
         other.freshlyReceived = true
         let receipt = try validator.validate(attestation.receipt, expecting: base)

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestCBOR
 import AppAttestVectors
 import Foundation
 import Testing
@@ -8,7 +9,7 @@ let testVectorsDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("TestVectors")
 
-/// Loads a vector file from TestVectors/ (one generic loader for every file, STYLE rule 11).
+/// Loads a vector file from TestVectors/ (one generic loader for every file).
 func loadVectorFile(_ name: String) throws -> TestVectorFile {
     try TestVectorFile(jsonData: Data(contentsOf: testVectorsDirectory.appendingPathComponent(name)))
 }

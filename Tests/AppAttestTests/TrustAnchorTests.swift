@@ -2,7 +2,7 @@ import AppAttest
 import Foundation
 import Testing
 
-@Suite("Trust anchor (SPEC §2.4)")
+@Suite("Trust anchor")
 struct TrustAnchorTests {
     @Test("the embedded root is Apple App Attestation Root CA, pinned by its SHA-256")
     func pinned() throws {

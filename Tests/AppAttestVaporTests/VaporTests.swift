@@ -1,3 +1,4 @@
+#if Vapor
 import AppAttest
 import AppAttestStore
 import AppAttestTesting
@@ -163,3 +164,4 @@ struct VaporMiddlewareTests {
         }
     }
 }
+#endif  // Vapor

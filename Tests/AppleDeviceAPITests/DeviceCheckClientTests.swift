@@ -1,3 +1,4 @@
+#if AppleServerAPI && Hummingbird
 import AppAttest
 import AppAttestTesting
 import AppleDeviceAPI
@@ -7,7 +8,7 @@ import Crypto
 import Foundation
 import Testing
 
-/// The DeviceCheck client against the stand-in over real HTTP on 127.0.0.1 (SPEC §5).
+/// The DeviceCheck client against the stand-in over real HTTP on 127.0.0.1 (“DeviceCheck's two bits”).
 @Suite("DeviceCheck client")
 struct DeviceCheckClientTests {
     static let key = P256.Signing.PrivateKey()
@@ -79,7 +80,8 @@ struct DeviceCheckClientTests {
                 try await client.validateDeviceToken(Self.token)
             }
         }
-        // Our clock two hours behind: the token is "expired" and the timestamp out of range; the token is checked first.
+        // Our clock two hours behind: the token is "expired" and the timestamp out of range; the token is checked
+        // first.
         try await withStandIn(clientClock: { Date().addingTimeInterval(-7200) }) { _, client, _ in
             await expectError(.authorizationTokenExpired, .credentials) {
                 try await client.validateDeviceToken(Self.token)
@@ -169,3 +171,4 @@ struct DeviceCheckClientTests {
         }
     }
 }
+#endif  // AppleServerAPI && Hummingbird

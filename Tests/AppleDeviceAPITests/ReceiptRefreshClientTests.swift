@@ -1,3 +1,4 @@
+#if AppleServerAPI && Hummingbird
 import AppAttest
 import AppAttestTesting
 import AppleDeviceAPI
@@ -6,7 +7,7 @@ import Crypto
 import Foundation
 import Testing
 
-/// The receipt refresh client against the stand-in (SPEC §4.5).
+/// The receipt refresh client against the stand-in (“Receipts and the risk metric”).
 @Suite("Receipt refresh client")
 struct ReceiptRefreshClientTests {
     static let key = P256.Signing.PrivateKey()
@@ -137,3 +138,4 @@ struct ReceiptRefreshClientTests {
                 == "https://data-development.appattest.apple.com")
     }
 }
+#endif  // AppleServerAPI && Hummingbird
