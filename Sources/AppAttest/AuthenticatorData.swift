@@ -127,7 +127,7 @@ public struct AuthenticatorData: Sendable, Hashable {
 
 /// The extensions map that iOS 27 and later append to authenticator data (<doc:VerifyingAttestations>).
 ///
-/// Known keys are exposed as properties; every entry, known or not, stays in ``entries``. A known key with a
+/// Known keys are exposed as properties; every key, known or not, is listed in ``keys``. A known key with a
 /// value of an unexpected type leaves its property nil: the map is a risk signal, never a reason to fail.
 public struct AuthenticatorExtensions: Sendable, Hashable {
     /// Every entry in encoded order.

@@ -1,5 +1,5 @@
 #if Hummingbird
-public import AppAttest
+import AppAttest
 public import AppAttestStore
 import Foundation
 import HTTPTypes
@@ -21,7 +21,7 @@ public struct AppAttestBasicRequestContext: AppAttestRequestContext {
     }
 }
 
-/// Verifies the App Attest assertion of every request it guards (headers of ``AppAttestRequestBinding``, client
+/// Verifies the App Attest assertion of every request it guards (headers of `AppAttestRequestBinding`, client
 /// data bound to method, path, body and a one-time challenge) and passes the verified device on in the context.
 /// Failures become JSON problem responses (400 malformed, 401 failed verification, 409 replay, 413, 429, 503).
 public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddleware {
@@ -29,7 +29,10 @@ public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddl
     /// The largest request body hashed into the client data.
     public let maximumBodySize: Int
 
-    /// - Parameter rateLimiter: limits assertions per key (429 beyond it).
+    /// - Parameters:
+    ///   - service: the service that verifies assertions and keeps counters.
+    ///   - maximumBodySize: the largest request body accepted (413 beyond it); the body is hashed into the client data.
+    ///   - rateLimiter: limits assertions per key (429 beyond it).
     public init(service: AppAttestService, maximumBodySize: Int = 1024 * 1024, rateLimiter: AppAttestRateLimiter? = nil)
     {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)

@@ -1,12 +1,12 @@
 #if Hummingbird
-public import AppAttest
+import AppAttest
 public import AppAttestStore
 import Foundation
 public import Hummingbird
 import NIOCore
 
 /// The routes an app needs before its first protected request: a challenge, and attestation registration
-/// (JSON of ``AppAttestHTTPOperations``).
+/// (JSON of `AppAttestHTTPOperations`).
 ///
 /// - `POST {path}/challenge` `{"purpose": "attestation"|"assertion", "keyId"?: base64}` →
 ///   `{"challenge": base64url, "expiresAt": ISO 8601}`

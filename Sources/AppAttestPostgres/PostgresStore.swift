@@ -117,7 +117,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
         let challenge = Data(record.challenge), keyID = record.keyID.map { Data($0.rawValue) }
         let purpose = record.purpose, userID = record.userID, expires = record.expiresAt.timeIntervalSince1970
-        try await perform { client, logger in
+        _ = try await perform { client, logger in
             try await client.query(
                 """
                 INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)

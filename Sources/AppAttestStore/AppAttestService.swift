@@ -153,6 +153,9 @@ public struct AppAttestService: Sendable {
     /// given, and advances the counter atomically: of several concurrent assertions with the same counter,
     /// exactly one is accepted.
     /// - Parameters:
+    ///   - assertion: the CBOR bytes from `generateAssertion`.
+    ///   - clientData: the exact bytes the app hashed.
+    ///   - keyID: the key the app says signed it.
     ///   - challenge: a challenge issued for ``Purpose/assertion``; it must occur in `clientData`. nil when the
     ///     application binds its requests otherwise.
     /// - Throws: ``AppAttestServiceError``.

@@ -191,7 +191,11 @@ public struct AppAttestHTTPOperations: Sendable {
 
     /// Verifies the assertion a protected request carries (headers of ``AppAttestRequestBinding``), bound to its
     /// method, path and query, body and the one-time challenge, and advances the key's counter.
-    /// - Parameter header: the first value of a request header, by name.
+    /// - Parameters:
+    ///   - method: the request's method, as received.
+    ///   - pathAndQuery: the request target, as received (percent-encoded, trailing slash kept).
+    ///   - body: the request body, collected once.
+    ///   - header: the first value of a request header, by name.
     public func authenticate(
         method: String, pathAndQuery: String, body: some Collection<UInt8>, header: (String) -> String?
     ) async -> Result<AttestedDevice, AppAttestProblem> {

@@ -26,6 +26,8 @@ public final class AppAttestRateLimiter: Sendable {
     /// - Parameters:
     ///   - ratePerSecond: sustained requests per second per caller (> 0).
     ///   - burst: requests a caller may make at once (≥ 1).
+    ///   - maximumCallers: how many callers' buckets are kept at most (see above).
+    ///   - now: a monotonic clock in seconds (tests move it).
     public init(
         ratePerSecond: Double, burst: Double, maximumCallers: Int = 100_000,
         now: @escaping @Sendable () -> TimeInterval = { ProcessInfo.processInfo.systemUptime }

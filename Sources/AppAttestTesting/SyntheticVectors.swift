@@ -1,7 +1,7 @@
-public import AppAttest
+import AppAttest
 import AppAttestCBOR
 import AppAttestVectors
-public import Crypto
+import Crypto
 public import Foundation
 
 /// Writes a vector file (TestVectors/README.md format) from simulated devices: at least one vector for every

@@ -1,5 +1,5 @@
 public import AppAttest
-public import Crypto
+import Crypto
 public import Foundation
 import SwiftASN1
 import X509
