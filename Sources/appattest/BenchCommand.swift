@@ -14,7 +14,7 @@ private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self]
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Benchmarks: verification rates (default) and the store (`bench store`).",
+        abstract: "Benchmarks: verification rates (default) and, with the Service trait, the store (`bench store`).",
         subcommands: benchSubcommands,
         defaultSubcommand: BenchVerify.self
     )
