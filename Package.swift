@@ -74,6 +74,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         // Tests only: never resolved by a package that depends on this one.
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -185,10 +187,13 @@ let package = Package(
                 "AppAttestHummingbird", "AppleDeviceAPI",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: service),
+                .product(name: "HummingbirdCore", package: "hummingbird", condition: service),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: service),
                 .product(name: "Prometheus", package: "swift-prometheus", condition: service),
                 .product(name: "Metrics", package: "swift-metrics", condition: service),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
+                .product(name: "NIOCore", package: "swift-nio", condition: service),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras", condition: service),
             ],
             resources: [.copy("openapi.yaml")],
             swiftSettings: strict
@@ -268,7 +273,7 @@ let package = Package(
             name: "AppAttestServerTests",
             dependencies: [
                 "AppAttestServer", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting", "AppAttest",
-                "AppleDeviceAPITesting", .product(name: "Crypto", package: "swift-crypto"),
+                "AppleDeviceAPITesting", "appattest", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit", condition: service),

@@ -24,6 +24,13 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // WAL with synchronous=NORMAL survives the crash of any process (not a power loss, which FULL covers).
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
+        // The database holds keys and receipts: created 0600 before SQLite opens it, so that it and the WAL and
+        // shared-memory files SQLite creates beside it (with the database's permissions) are never wider.
+        if path != ":memory:" {
+            do { try SecretFile.createIfMissing(path) } catch {
+                throw StoreError(.unavailable, error.description)
+            }
+        }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)

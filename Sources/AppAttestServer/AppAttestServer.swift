@@ -8,8 +8,14 @@ import AppleDeviceAPI
 public import Foundation
 import HTTPTypes
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import ServiceLifecycle
 import Synchronization
 
@@ -46,6 +52,15 @@ public final class AppAttestServer: Sendable {
         configuration: ServerConfiguration, metrics: ServerMetrics = ServerMetrics(),
         logger: Logger = Logger(label: "appattest.serve"), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> AppAttestServer {
+        try await open(configuration: configuration, store: nil, metrics: metrics, logger: logger, now: now)
+    }
+
+    /// Opens a server on a store of the caller's instead of the configured database (tests).
+    package static func open(
+        configuration: ServerConfiguration, store givenStore: (any AppAttestStore)?,
+        metrics: ServerMetrics = ServerMetrics(), logger: Logger = Logger(label: "appattest.serve"),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> AppAttestServer {
         var configuration = configuration
         let verifierConfiguration = try configuration.verifierConfiguration()
         if configuration.tokens.isEmpty {
@@ -57,7 +72,10 @@ public final class AppAttestServer: Sendable {
         }
         let store: any AppAttestStore
         let closeStore: @Sendable () async -> Void
-        if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
+        if let givenStore {
+            store = givenStore
+            closeStore = {}
+        } else if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
             let postgres = try await PostgresAppAttestStore.connect(url: configuration.database, logger: logger)
             store = postgres
             closeStore = { postgres.shutdown() }
@@ -122,17 +140,49 @@ public final class AppAttestServer: Sendable {
     public func close() async { await closeStore() }
 
     /// The Hummingbird application on the configured host and port.
+    ///
+    /// Connections are bounded: an idle connection (also one whose request head never completes) is closed after
+    /// `idleTimeoutSeconds`, a request body must arrive within `requestTimeoutSeconds` of its head, and at most
+    /// `maximumConnections` are served at once.
     public func makeApplication() -> some ApplicationProtocol {
-        Application(
+        let requestTimeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeoutSeconds * 1e9))
+        return Application(
             router: makeRouter(),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [RequestDeadlineHandler(timeout: requestTimeout)],
+                    idleTimeout: .nanoseconds(Int64(configuration.idleTimeoutSeconds * 1e9)))),
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "appattest"),
+                address: .hostname(configuration.host, port: configuration.port), serverName: "appattest",
+                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maximumConnections)),
             logger: logger)
+    }
+
+    /// Raises this process's soft limit on open files to its hard limit, as servers commonly do, so that a low
+    /// inherited soft limit does not cap the connections (and the descriptors for the store) far below
+    /// `maximumConnections`.
+    /// - Returns: the soft limit now in force.
+    @discardableResult
+    public static func raiseOpenFileLimit() -> UInt64 {
+        #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { return UInt64(raised.rlim_cur) }
+        }
+        return UInt64(limit.rlim_cur)
     }
 
     /// Serves until SIGTERM or SIGINT, lets in-flight requests finish (their counters are stored before they
     /// answer), then closes the store.
     public func run() async throws {
+        Self.raiseOpenFileLimit()
         let app = makeApplication()
         let group = ServiceGroup(
             configuration: .init(
@@ -145,9 +195,16 @@ public final class AppAttestServer: Sendable {
         logger.info("stopped")
     }
 
+    /// The token in `file`, or a new one generated into it. The file must belong to this user, be readable by
+    /// nobody else and not be a link; a new one is created 0600 before a byte is written.
     static func generatedToken(file: String, logger: Logger) throws -> ServerConfiguration.Token {
-        if let data = FileManager.default.contents(atPath: file),
-            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+        let existing: [UInt8]?
+        do { existing = try SecretFile.read(file, limit: 4096) } catch {
+            throw ServerConfigurationError("token file: \(error.description)")
+        }
+        if let existing,
+            let text = String(decoding: existing, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                as String?,
             text.utf8.count >= 16
         {
             logger.info("bearer token read from \(file)")
@@ -156,13 +213,9 @@ public final class AppAttestServer: Sendable {
         var generator = SystemRandomNumberGenerator()
         let token = AppAttestRequestBinding.base64URL(
             (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        guard
-            FileManager.default.createFile(
-                atPath: file, contents: Data((token + "\n").utf8),
-                attributes: [
-                    .posixPermissions: 0o600
-                ])
-        else { throw ServerConfigurationError("cannot write the generated token to \(file)") }
+        do { try SecretFile.write(Array((token + "\n").utf8), to: file) } catch {
+            throw ServerConfigurationError("cannot write the generated token: \(error.description)")
+        }
         logger.notice("no bearer token configured: generated one into \(file)")
         return .init(name: "generated", token: token)
     }

@@ -15,6 +15,11 @@ import Foundation
 /// | `maximumBodyBytes` | `APPATTEST_MAX_BODY_BYTES` | request size limit (128 KiB) |
 /// | `rateLimit` | `APPATTEST_RATE_LIMIT` | per caller: `RATE/BURST` requests per second (`1000/2000`) |
 /// | `challengeLifetimeSeconds` | | challenge lifetime (300) |
+/// | `challengePurgeIntervalSeconds` | `APPATTEST_CHALLENGE_PURGE_INTERVAL` | how often expired challenges are deleted (60) |
+/// | `idleTimeoutSeconds` | `APPATTEST_IDLE_TIMEOUT` | an idle connection is closed after this (60) |
+/// | `requestTimeoutSeconds` | `APPATTEST_REQUEST_TIMEOUT` | a request's head and body must arrive within this (30) |
+/// | `maximumConnections` | `APPATTEST_MAX_CONNECTIONS` | connections served at once; more wait to be accepted (4096) |
+/// | `startupTimeoutSeconds` | `APPATTEST_STARTUP_TIMEOUT` | how long start-up waits for the database (30) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -41,8 +46,17 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     }
 
     public struct RateLimit: Sendable, Codable, Hashable {
+        /// Sustained requests per second per caller, from ``minimumRate`` to ``maximumRate``.
         public var requestsPerSecond: Double
+        /// Requests a caller may make at once, from 1 to ``maximumBurst``.
         public var burst: Double
+
+        /// The slowest rate accepted (one request in 1000 seconds).
+        public static let minimumRate: Double = 0.001
+        /// The fastest rate accepted.
+        public static let maximumRate: Double = 1_000_000
+        /// The largest burst accepted.
+        public static let maximumBurst: Double = 10_000_000
 
         public init(requestsPerSecond: Double, burst: Double) {
             self.requestsPerSecond = requestsPerSecond
@@ -76,6 +90,16 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var maximumBodyBytes: Int = 128 * 1024
     public var rateLimit: RateLimit? = RateLimit(requestsPerSecond: 1000, burst: 2000)
     public var challengeLifetimeSeconds: Double = 300
+    /// How often expired challenges are deleted, in seconds (1 to 86400).
+    public var challengePurgeIntervalSeconds: Double = 60
+    /// An idle connection is closed after this many seconds (1 to 3600).
+    public var idleTimeoutSeconds: Double = 60
+    /// A request's head and body must arrive within this many seconds of its first byte (1 to 3600).
+    public var requestTimeoutSeconds: Double = 30
+    /// Connections served at once (1 to 1,000,000); further ones wait in the listen queue.
+    public var maximumConnections: Int = 4096
+    /// How long start-up waits for the database before it fails, in seconds (1 to 600).
+    public var startupTimeoutSeconds: Double = 30
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -87,7 +111,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
-            testingRootCertificate, testingReceiptRootCertificate, apple
+            challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, maximumConnections,
+            startupTimeoutSeconds, testingRootCertificate, testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -107,6 +132,17 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         challengeLifetimeSeconds =
             try container.decodeIfPresent(Double.self, forKey: .challengeLifetimeSeconds)
             ?? defaults.challengeLifetimeSeconds
+        challengePurgeIntervalSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .challengePurgeIntervalSeconds)
+            ?? defaults.challengePurgeIntervalSeconds
+        idleTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .idleTimeoutSeconds) ?? defaults.idleTimeoutSeconds
+        requestTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
+        maximumConnections =
+            try container.decodeIfPresent(Int.self, forKey: .maximumConnections) ?? defaults.maximumConnections
+        startupTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .startupTimeoutSeconds) ?? defaults.startupTimeoutSeconds
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)
@@ -166,6 +202,23 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
                 rateLimit = RateLimit(requestsPerSecond: parts[0], burst: parts[1])
             }
         }
+        func number(_ name: String) throws(ServerConfigurationError) -> Double? {
+            guard let value = environment[name] else { return nil }
+            guard let number = Double(value), number.isFinite else {
+                throw ServerConfigurationError("\(name) is not a number")
+            }
+            return number
+        }
+        if let value = try number("APPATTEST_CHALLENGE_PURGE_INTERVAL") { challengePurgeIntervalSeconds = value }
+        if let value = try number("APPATTEST_IDLE_TIMEOUT") { idleTimeoutSeconds = value }
+        if let value = try number("APPATTEST_REQUEST_TIMEOUT") { requestTimeoutSeconds = value }
+        if let value = try number("APPATTEST_STARTUP_TIMEOUT") { startupTimeoutSeconds = value }
+        if let value = environment["APPATTEST_MAX_CONNECTIONS"] {
+            guard let count = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_MAX_CONNECTIONS is not a whole number")
+            }
+            maximumConnections = count
+        }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
@@ -183,12 +236,30 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             throw ServerConfigurationError("maximumBodyBytes must be between 1 KiB and 64 MiB")
         }
         if let rateLimit {
-            guard rateLimit.requestsPerSecond > 0, rateLimit.requestsPerSecond.isFinite, rateLimit.burst >= 1,
-                rateLimit.burst.isFinite
-            else { throw ServerConfigurationError("rateLimit needs requestsPerSecond > 0 and burst ≥ 1") }
+            guard (RateLimit.minimumRate...RateLimit.maximumRate).contains(rateLimit.requestsPerSecond),
+                (1...RateLimit.maximumBurst).contains(rateLimit.burst)
+            else {
+                throw ServerConfigurationError(
+                    "rateLimit needs requestsPerSecond from 0.001 to 1000000 and burst from 1 to 10000000")
+            }
         }
         guard challengeLifetimeSeconds > 0, challengeLifetimeSeconds <= 86400 else {
             throw ServerConfigurationError("challengeLifetimeSeconds must be in (0, 86400]")
+        }
+        guard (1...86400).contains(challengePurgeIntervalSeconds) else {
+            throw ServerConfigurationError("challengePurgeIntervalSeconds must be from 1 to 86400")
+        }
+        guard (1...3600).contains(idleTimeoutSeconds) else {
+            throw ServerConfigurationError("idleTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...3600).contains(requestTimeoutSeconds) else {
+            throw ServerConfigurationError("requestTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...1_000_000).contains(maximumConnections) else {
+            throw ServerConfigurationError("maximumConnections must be from 1 to 1000000")
+        }
+        guard (1...600).contains(startupTimeoutSeconds) else {
+            throw ServerConfigurationError("startupTimeoutSeconds must be from 1 to 600")
         }
         for token in tokens where token.token.utf8.count < 16 {
             throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")

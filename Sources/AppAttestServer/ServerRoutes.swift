@@ -16,6 +16,10 @@ extension AppAttestServer {
         router.add(middleware: MetricsMiddleware())
         // A trivial route: the ceiling of the HTTP stack in load tests.
         router.get("ping") { _, _ in "pong" }
+        // Liveness: the process answers, whatever the store does (a database outage must not restart pods).
+        router.get("health/live") { _, _ in response(.json(["status": "ok"])) }
+        // Readiness: the store answers too. `/health` is the same, for existing probes.
+        router.get("health/ready") { _, _ in await self.health() }
         router.get("health") { _, _ in await self.health() }
         router.get("metrics") { _, _ in
             var headers = HTTPFields()

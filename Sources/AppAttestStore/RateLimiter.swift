@@ -40,6 +40,9 @@ public final class AppAttestRateLimiter: Sendable {
         self.now = now
     }
 
+    /// The longest Retry-After answered, in seconds (a day), whatever the rate.
+    public static let maximumRetryAfter: Double = 86400
+
     /// How many callers have a bucket now.
     public var trackedCallers: Int { buckets.withLock { $0.count } }
 
@@ -52,7 +55,9 @@ public final class AppAttestRateLimiter: Sendable {
             bucket.updated = time
             guard bucket.tokens >= 1 else {
                 buckets[caller] = bucket
-                return .limited(retryAfter: max(1, Int(((1 - bucket.tokens) / ratePerSecond).rounded(.up))))
+                // Bounded before the conversion: a vanishing rate must not overflow Int.
+                let wait = min(Self.maximumRetryAfter, ((1 - bucket.tokens) / ratePerSecond).rounded(.up))
+                return .limited(retryAfter: max(1, Int(wait)))
             }
             bucket.tokens -= 1
             if buckets[caller] == nil, buckets.count >= maximumCallers { evict(&buckets, time: time) }

@@ -1,0 +1,92 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Files that hold secrets (tokens, private keys, the store): created with mode 0600 from the first byte, so that
+/// they are never observable with wider permissions, and read only when nobody else could have read or written
+/// them.
+package enum SecretFile {
+    /// Why a secret file cannot be used.
+    package struct Refusal: Error, CustomStringConvertible {
+        package let description: String
+    }
+
+    /// Writes `bytes` to `path` atomically: a new file created 0600 beside it, then renamed over `path`.
+    package static func write(_ bytes: [UInt8], to path: String) throws(Refusal) {
+        let temporary = "\(path).tmp-\(UInt64.random(in: 0...UInt64.max))"
+        let descriptor = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Refusal(description: "cannot create \(path): \(errorText())") }
+        var written = 0
+        while written < bytes.count {
+            let result = bytes[written...].withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
+            guard result > 0 else {
+                let reason = errorText()
+                close(descriptor)
+                unlink(temporary)
+                throw Refusal(description: "cannot write \(path): \(reason)")
+            }
+            written += result
+        }
+        guard fsync(descriptor) == 0, close(descriptor) == 0, rename(temporary, path) == 0 else {
+            let reason = errorText()
+            unlink(temporary)
+            throw Refusal(description: "cannot write \(path): \(reason)")
+        }
+    }
+
+    /// Creates an empty file 0600 at `path` unless one exists (a database about to be opened).
+    package static func createIfMissing(_ path: String) throws(Refusal) {
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor >= 0 {
+            close(descriptor)
+        } else if errno != EEXIST {
+            throw Refusal(description: "cannot create \(path): \(errorText())")
+        }
+    }
+
+    /// The bytes of an existing secret file, or nil when there is none. The file must be a regular file (not a
+    /// link), owned by this process's user, and neither readable nor writable by others.
+    package static func read(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return nil }
+            throw Refusal(description: "cannot read \(path): \(errorText())")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Refusal(description: "\(path) is not a regular file (a symbolic link?): refusing to use it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw Refusal(description: "\(path) belongs to another user: refusing to use it")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw Refusal(description: "\(path) is readable or writable by others: chmod 600 it, or remove it")
+        }
+        guard info.st_size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var total = 0
+        while total <= limit {
+            let count = bytes[total...].withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            total += count
+        }
+        guard total <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
+        return Array(bytes.prefix(total))
+    }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+}
+
+#if canImport(Glibc)
+private let systemWrite = Glibc.write
+private let systemRead = Glibc.read
+#elseif canImport(Darwin)
+private let systemWrite = Darwin.write
+private let systemRead = Darwin.read
+#endif

@@ -1,0 +1,267 @@
+#if Service
+import AppAttest
+import AppAttestServer
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import ServiceLifecycle
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A store whose backend is down.
+struct DownStore: AppAttestStore {
+    func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
+    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
+    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
+    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
+    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
+    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
+    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
+    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
+    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
+        -> Bool
+    { throw fail() }
+}
+
+/// The findings of the independent audit of `appattest serve`, each reproduced here.
+@Suite("appattest serve: audit findings")
+struct ServerHardeningTests {
+    typealias F = Fixture
+
+    @Test("probes: /health/live answers 200 while the store is down; /health/ready (and /health) answer 503")
+    func probes() async throws {
+        let directory = try F.directory()
+        let configuration = try F.configuration(directory: directory)
+        let server = try await AppAttestServer.open(configuration: configuration, store: DownStore())
+        try await server.makeApplication().test(.router) { client in
+            try await client.execute(uri: "/health/live", method: .get) { response in
+                #expect(response.status == .ok)
+            }
+            for path in ["/health/ready", "/health"] {
+                try await client.execute(uri: path, method: .get) { response in
+                    #expect(response.status == .serviceUnavailable, "\(path)")
+                }
+            }
+        }
+        await server.close()
+    }
+
+    @Test(
+        "numeric settings outside their documented ranges are refused at start-up",
+        arguments: [
+            ("APPATTEST_RATE_LIMIT", "1e-19/1"), ("APPATTEST_RATE_LIMIT", "5/1e300"),
+            ("APPATTEST_RATE_LIMIT", "1e300/5"),
+            ("APPATTEST_PORT", "70000"), ("APPATTEST_MAX_BODY_BYTES", "12"), ("APPATTEST_IDLE_TIMEOUT", "0"),
+            ("APPATTEST_IDLE_TIMEOUT", "1e19"), ("APPATTEST_REQUEST_TIMEOUT", "-1"), ("APPATTEST_MAX_CONNECTIONS", "0"),
+            ("APPATTEST_CHALLENGE_PURGE_INTERVAL", "0.001"), ("APPATTEST_STARTUP_TIMEOUT", "1e19"),
+        ])
+    func numericRanges(_ name: String, _ value: String) throws {
+        var configuration = ServerConfiguration()
+        #expect(throws: ServerConfigurationError.self, "\(name)=\(value)") {
+            try configuration.apply(environment: [name: value])
+            _ = try configuration.verifierConfiguration()
+        }
+    }
+
+    @Test("a rate limiter with a vanishing rate answers a bounded Retry-After, never traps")
+    func vanishingRate() {
+        let limiter = AppAttestRateLimiter(ratePerSecond: 1e-19, burst: 1)
+        #expect(limiter.acquire("caller") == .allowed)
+        guard case .limited(let retryAfter) = limiter.acquire("caller") else {
+            Issue.record("the second request passed")
+            return
+        }
+        #expect((1...86400).contains(retryAfter))
+    }
+
+    // MARK: Token and secret files
+
+    func permissions(_ path: String) -> mode_t {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return 0o7777 }
+        return info.st_mode & 0o777
+    }
+
+    @Test("a generated token file is created 0600 and read back on the next start")
+    func generatedTokenFile() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.tokens = []
+        let first = try await AppAttestServer.open(configuration: configuration)
+        await first.close()
+        #expect(permissions(configuration.tokenFile) == 0o600)
+        let second = try await AppAttestServer.open(configuration: configuration)
+        #expect(second.configuration.tokens == first.configuration.tokens)
+        await second.close()
+    }
+
+    @Test("a token file readable by others, owned by another user or a symbolic link is refused with a message")
+    func tokenFileRefusals() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.tokens = []
+        let token = Data("an-existing-token-of-32-characters\n".utf8)
+
+        // Readable by others.
+        FileManager.default.createFile(atPath: configuration.tokenFile, contents: token)
+        chmod(configuration.tokenFile, 0o644)
+        await #expect(throws: ServerConfigurationError.self) {
+            _ = try await AppAttestServer.open(configuration: configuration)
+        }
+
+        // A symbolic link to a file that is itself fine.
+        let target = "\(directory)/elsewhere"
+        FileManager.default.createFile(atPath: target, contents: token, attributes: [.posixPermissions: 0o600])
+        unlink(configuration.tokenFile)
+        symlink(target, configuration.tokenFile)
+        await #expect(throws: ServerConfigurationError.self) {
+            _ = try await AppAttestServer.open(configuration: configuration)
+        }
+
+        // Owned by another user (only root can give a file away).
+        if geteuid() == 0 {
+            unlink(configuration.tokenFile)
+            FileManager.default.createFile(
+                atPath: configuration.tokenFile, contents: token, attributes: [.posixPermissions: 0o600])
+            chown(configuration.tokenFile, 65534, 65534)
+            await #expect(throws: ServerConfigurationError.self) {
+                _ = try await AppAttestServer.open(configuration: configuration)
+            }
+        }
+    }
+
+    // MARK: Connections
+
+    /// A TCP connection to 127.0.0.1:port, as a raw descriptor.
+    static func connect(port: Int) -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        return connected == 0 ? descriptor : -1
+    }
+
+    /// Whether the server closed the connection within `seconds` (a read returns end of file or an error).
+    static func closedByServer(_ descriptor: Int32, within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) >= 0 else { return true }
+            if poller.revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return true }
+            }
+        }
+        return false
+    }
+
+    static func send(_ descriptor: Int32, _ text: String) {
+        _ = Array(text.utf8).withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    @Test("idle connections, unfinished heads and unfinished bodies are closed by their timeouts")
+    func connectionTimeouts() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.port = Int.random(in: 20000...40000)
+        configuration.idleTimeoutSeconds = 1
+        configuration.requestTimeoutSeconds = 1
+        let server = try await AppAttestServer.open(configuration: configuration)
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        var idle: Int32 = -1
+        for _ in 0..<100 where idle < 0 {
+            idle = Self.connect(port: configuration.port)
+            if idle < 0 { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let head = Self.connect(port: configuration.port)
+        Self.send(head, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\n")
+        let body = Self.connect(port: configuration.port)
+        Self.send(body, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"purpose\"")
+        #expect(idle >= 0 && head >= 0 && body >= 0)
+        #expect(Self.closedByServer(idle, within: 5), "idle connection")
+        #expect(Self.closedByServer(head, within: 5), "unfinished head")
+        #expect(Self.closedByServer(body, within: 5), "unfinished body")
+        for descriptor in [idle, head, body] { close(descriptor) }
+        await group.triggerGracefulShutdown()
+        try? await running.value
+        await server.close()
+    }
+
+    @Test("with a soft limit of 256 open files and 300 idle connections, `appattest serve` still answers /health")
+    func lowFileLimit() async throws {
+        let directory = try F.directory()
+        let configuration = try F.configuration(directory: directory)
+        let port = Int.random(in: 40001...60000)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "ulimit -S -n 256 && exec \"$0\" serve", Self.appattest.path]
+        var environment = ProcessInfo.processInfo.environment
+        environment["APPATTEST_PORT"] = "\(port)"
+        environment["APPATTEST_DATABASE"] = configuration.database
+        environment["APPATTEST_APPS"] = F.appID.rawValue
+        environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
+        environment["APPATTEST_TESTING_ROOT"] = configuration.testingRootCertificate
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await Self.health(port: port, attempts: 100))
+        let idle = (0..<300).map { _ in Self.connect(port: port) }
+        defer { for descriptor in idle where descriptor >= 0 { close(descriptor) } }
+        #expect(await Self.health(port: port, attempts: 20), "/health with 300 idle connections")
+    }
+
+    /// The `appattest` executable, built beside the test bundle.
+    static let appattest: URL = {
+        let bundle = Bundle.main.bundleURL.deletingLastPathComponent()
+        let beside = bundle.appendingPathComponent("appattest")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
+            ".build/debug/appattest")
+    }()
+
+    /// Whether GET /health answers 200 within `attempts` tries a quarter of a second apart.
+    static func health(port: Int, attempts: Int) async -> Bool {
+        for _ in 0..<attempts {
+            let descriptor = connect(port: port)
+            if descriptor >= 0 {
+                send(descriptor, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                var buffer = [UInt8](repeating: 0, count: 512)
+                var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                if poll(&poller, 1, 2000) > 0 {
+                    let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                    close(descriptor)
+                    if count > 0, String(decoding: buffer.prefix(count), as: UTF8.self).hasPrefix("HTTP/1.1 200") {
+                        return true
+                    }
+                } else {
+                    close(descriptor)
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        return false
+    }
+}
+#endif  // Service
