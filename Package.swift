@@ -170,6 +170,7 @@ let package = Package(
                 "AppAttest", "AppAttestStore",
                 .product(name: "Hummingbird", package: "hummingbird", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hummingbird),
             ],
             swiftSettings: strict
         ),

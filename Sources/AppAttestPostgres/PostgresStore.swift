@@ -88,6 +88,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
                     logger: logger)
                 try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
+                    logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
+                    logger: logger)
+                try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS app_attest_keys (
                         key_id BYTEA PRIMARY KEY,
@@ -128,16 +134,61 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+    public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    {
+        let bytes = Data(challenge), key = keyID.map { Data($0.rawValue) }
+        // One statement: deleted and returned only when the purpose and the reservation allow this key and user.
+        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
+            let rows = try await client.query(
+                """
+                DELETE FROM app_attest_challenges WHERE challenge = \(bytes) AND purpose = \(purpose)
+                    AND (key_id IS NULL OR key_id = \(key)) AND (user_id IS NULL OR user_id = \(userID))
+                RETURNING purpose, key_id, user_id, expires_at
+                """, logger: logger)
+            for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
+            return nil
+        }
+        return try row.map { row throws(StoreError) in try Self.challengeRecord(challenge, row) }
+    }
+
+    public func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
         let bytes = Data(challenge)
         let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
             let rows = try await client.query(
-                "DELETE FROM app_attest_challenges WHERE challenge = \(bytes) RETURNING purpose, key_id, user_id, expires_at",
+                "SELECT purpose, key_id, user_id, expires_at FROM app_attest_challenges WHERE challenge = \(bytes)",
                 logger: logger)
             for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
             return nil
         }
-        guard let (purpose, keyData, userID, expires) = row else { return nil }
+        return try row.map { row throws(StoreError) in try Self.challengeRecord(challenge, row) }
+    }
+
+    public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970, key = keyID.map { Data($0.rawValue) }
+        return try await perform { client, logger -> Int in
+            let rows: PostgresRowSequence
+            if let key {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)",
+                    logger: logger)
+            } else if let userID {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)",
+                    logger: logger)
+            } else {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE expires_at > \(time)", logger: logger)
+            }
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
+    static func challengeRecord(_ challenge: [UInt8], _ row: (String, Data?, String?, Double)) throws(StoreError)
+        -> ChallengeRecord
+    {
+        let (purpose, keyData, userID, expires) = row
         return ChallengeRecord(
             challenge: challenge, purpose: purpose,
             keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },

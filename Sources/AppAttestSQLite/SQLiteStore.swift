@@ -70,6 +70,13 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                     CREATE INDEX IF NOT EXISTS keys_user ON keys(user_id);
                     """)
         }
+        migrator.registerMigration("v2") { db in
+            try db.execute(
+                sql: """
+                    CREATE INDEX IF NOT EXISTS challenges_key ON challenges(key_id);
+                    CREATE INDEX IF NOT EXISTS challenges_user ON challenges(user_id);
+                    """)
+        }
         return migrator
     }
 
@@ -85,21 +92,61 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+    public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    {
         try await write { db -> ChallengeRecord? in
-            // One statement: the row is deleted and returned atomically (all changes happen on the first step).
+            // One statement: the row is deleted and returned atomically, and only when its purpose and reservation
+            // allow this key and user (a challenge reserved for another is not burned).
             guard
                 let row = try Row.fetchOne(
                     db,
-                    sql: "DELETE FROM challenges WHERE challenge = ? RETURNING purpose, key_id, user_id, expires_at",
+                    sql: """
+                        DELETE FROM challenges WHERE challenge = ? AND purpose = ?
+                            AND (key_id IS NULL OR key_id = ?) AND (user_id IS NULL OR user_id = ?)
+                        RETURNING purpose, key_id, user_id, expires_at
+                        """,
+                    arguments: [Data(challenge), purpose, keyID.map { Data($0.rawValue) }, userID])
+            else { return nil }
+            return try Self.challengeRecord(challenge, row)
+        }
+    }
+
+    public func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+        try await read { db -> ChallengeRecord? in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
                     arguments: [Data(challenge)])
             else { return nil }
-            let keyData: Data? = row["key_id"]
-            return ChallengeRecord(
-                challenge: challenge, purpose: row["purpose"],
-                keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
-                userID: row["user_id"], expiresAt: Date(timeIntervalSince1970: row["expires_at"]))
+            return try Self.challengeRecord(challenge, row)
         }
+    }
+
+    public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        try await read { db -> Int in
+            let time = now.timeIntervalSince1970
+            if let keyID {
+                return try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM challenges WHERE key_id = ? AND expires_at > ?",
+                    arguments: [Data(keyID.rawValue), time]) ?? 0
+            }
+            if let userID {
+                return try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM challenges WHERE user_id = ? AND expires_at > ?",
+                    arguments: [userID, time]) ?? 0
+            }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM challenges WHERE expires_at > ?", arguments: [time])
+                ?? 0
+        }
+    }
+
+    static func challengeRecord(_ challenge: [UInt8], _ row: Row) throws(StoreError) -> ChallengeRecord {
+        let keyData: Data? = row["key_id"]
+        return ChallengeRecord(
+            challenge: challenge, purpose: row["purpose"],
+            keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+            userID: row["user_id"], expiresAt: Date(timeIntervalSince1970: row["expires_at"]))
     }
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {

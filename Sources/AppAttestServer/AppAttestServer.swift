@@ -16,7 +16,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import ServiceLifecycle
+package import ServiceLifecycle
 import Synchronization
 
 /// The request context of `appattest serve`: who called.
@@ -158,6 +158,19 @@ public final class AppAttestServer: Sendable {
             logger: logger)
     }
 
+    /// What `run` runs: the HTTP application and, when App IDs are configured, the purge of expired challenges
+    /// every `challengePurgeIntervalSeconds`.
+    package func makeServices() -> [any Service] {
+        var services: [any Service] = [makeApplication()]
+        if let service {
+            services.append(
+                AppAttestChallengePurgeService(
+                    service: service,
+                    interval: .nanoseconds(Int64(configuration.challengePurgeIntervalSeconds * 1e9))))
+        }
+        return services
+    }
+
     /// Raises this process's soft limit on open files to its hard limit, as servers commonly do, so that a low
     /// inherited soft limit does not cap the connections (and the descriptors for the store) far below
     /// `maximumConnections`.
@@ -183,10 +196,10 @@ public final class AppAttestServer: Sendable {
     /// answer), then closes the store.
     public func run() async throws {
         Self.raiseOpenFileLimit()
-        let app = makeApplication()
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: makeServices().map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
         do { try await group.run() } catch {
             await close()
             throw error

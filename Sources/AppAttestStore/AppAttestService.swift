@@ -29,6 +29,12 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         public static let verificationFailed = Code("verificationFailed")
         /// The store could not answer.
         public static let storeUnavailable = Code("storeUnavailable")
+        /// The key's environment is no longer allowed for its App ID (the configuration changed since it was
+        /// attested): its assertions are refused.
+        public static let environmentNotAllowed = Code("environmentNotAllowed")
+        /// Too many unused challenges are outstanding for this key, this user, or in all
+        /// (``AppAttestService/ChallengeLimits``).
+        public static let tooManyChallenges = Code("tooManyChallenges")
     }
 
     public let code: Code
@@ -75,16 +81,49 @@ public struct AppAttestService: Sendable {
     public let challengeLifetime: TimeInterval
     /// Validates the receipt of each new attestation when set (“Receipts and the risk metric”, freshly received).
     public let receiptValidator: AppAttestReceiptValidator?
+    /// How many unused challenges may be outstanding.
+    public let challengeLimits: ChallengeLimits
     private let now: @Sendable () -> Date
     private let keyCache = KeyCache()
 
+    /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
+    /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
+    public struct ChallengeLimits: Sendable, Hashable {
+        /// Reserved for one key.
+        public var perKey: Int
+        /// Reserved for one user.
+        public var perUser: Int
+        /// In all (challenges reserved for nobody are bounded by this alone).
+        public var total: Int
+
+        /// - Parameters:
+        ///   - perKey: reserved for one key (16 by default).
+        ///   - perUser: reserved for one user (64 by default).
+        ///   - total: in all (100,000 by default).
+        public init(perKey: Int = 16, perUser: Int = 64, total: Int = 100_000) {
+            self.perKey = perKey
+            self.perUser = perUser
+            self.total = total
+        }
+    }
+
+    /// A service over a store.
+    /// - Parameters:
+    ///   - verifier: the verifier, configured once.
+    ///   - store: where challenges, keys and counters are kept.
+    ///   - challengeLifetime: how long a challenge stays usable, in seconds.
+    ///   - challengeLimits: how many unused challenges may be outstanding.
+    ///   - receiptValidator: validates the receipt of each new attestation when given.
+    ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
-        receiptValidator: AppAttestReceiptValidator? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.verifier = verifier
         self.store = store
         self.challengeLifetime = challengeLifetime
+        self.challengeLimits = challengeLimits
         self.receiptValidator = receiptValidator
         self.now = now
     }
@@ -101,9 +140,20 @@ public struct AppAttestService: Sendable {
         async throws(AppAttestServiceError)
         -> IssuedChallenge
     {
+        let time = now()
+        let (limit, scope) =
+            keyID != nil
+            ? (challengeLimits.perKey, "this key")
+            : userID != nil ? (challengeLimits.perUser, "this user") : (challengeLimits.total, "this server")
+        let outstanding = try await run { () async throws(StoreError) -> Int in
+            try await store.outstandingChallenges(keyID: keyID, userID: keyID == nil ? userID : nil, now: time)
+        }
+        guard outstanding < limit else {
+            throw AppAttestServiceError(.tooManyChallenges, "\(limit) unused challenges are outstanding for \(scope)")
+        }
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<Self.challengeSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let expiresAt = now().addingTimeInterval(challengeLifetime)
+        let expiresAt = time.addingTimeInterval(challengeLifetime)
         try await run { () async throws(StoreError) in
             try await store.insertChallenge(
                 ChallengeRecord(challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt))
@@ -181,6 +231,13 @@ public struct AppAttestService: Sendable {
             }
             entry = keyCache.insert(record, publicKey: publicKey)
         }
+        // The environment policy applies now, not only when the key was attested: an App ID reconfigured for
+        // production only stops accepting its development keys at once.
+        guard verifier.configuration.apps[entry.record.appID]?.contains(entry.record.environment) == true else {
+            throw AppAttestServiceError(
+                .environmentNotAllowed,
+                "\(entry.record.environment.rawValue) keys are not allowed for \(entry.record.appID)")
+        }
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
@@ -195,7 +252,8 @@ public struct AppAttestService: Sendable {
             guard clientData.firstRange(of: challenge) != nil else {
                 throw AppAttestServiceError(.challengeMismatch, "the challenge is not in the client data")
             }
-            try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: nil)
+            // A challenge reserved for the key's user is usable by the user's keys.
+            try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: entry.record.userID)
         }
         // One atomic statement: counter forward only, key not revoked.
         let advanced = try await run { () async throws(StoreError) -> Bool in
@@ -250,23 +308,28 @@ public struct AppAttestService: Sendable {
         guard (16...1024).contains(challenge.count) else {
             throw AppAttestServiceError(.challengeUnknown, "a challenge of \(challenge.count) bytes was never issued")
         }
+        // The reservation is checked by the store before anything is deleted, so a challenge reserved for another
+        // key or user cannot be burned; a refusal costs one more read, to say why.
         guard
             let record = try await run({ () async throws(StoreError) -> ChallengeRecord? in
-                try await store.consumeChallenge(challenge)
+                try await store.consumeChallenge(challenge, purpose: purpose, keyID: keyID, userID: userID)
             })
         else {
-            throw AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
-        }
-        guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
-        guard record.purpose == purpose else {
-            throw AppAttestServiceError(.challengeMismatch, "a challenge for \(record.purpose), not \(purpose)")
-        }
-        if let bound = record.keyID, bound != keyID {
-            throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
-        }
-        if let bound = record.userID, bound != userID {
+            let stored = try await run { () async throws(StoreError) -> ChallengeRecord? in
+                try await store.challenge(challenge)
+            }
+            guard let stored else {
+                throw AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
+            }
+            if stored.purpose != purpose {
+                throw AppAttestServiceError(.challengeMismatch, "a challenge for \(stored.purpose), not \(purpose)")
+            }
+            if stored.keyID != nil && stored.keyID != keyID {
+                throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
+            }
             throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
         }
+        guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
     }
 
     private func run<T>(_ body: () async throws(StoreError) -> T) async throws(AppAttestServiceError) -> T {

@@ -87,7 +87,8 @@ struct ProblemDocument: Encodable {
 /// - protected request: the headers of ``AppAttestRequestBinding``.
 public struct AppAttestHTTPOperations: Sendable {
     public let service: AppAttestService
-    /// Limits assertions per key (429 with `Retry-After` beyond it); nil for none.
+    /// Limits assertions per key (429 with `Retry-After` beyond it), charged by verified assertions only; nil for
+    /// none.
     public let rateLimiter: AppAttestRateLimiter?
 
     public init(service: AppAttestService, rateLimiter: AppAttestRateLimiter? = nil) {
@@ -207,7 +208,9 @@ public struct AppAttestHTTPOperations: Sendable {
             let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize),
             let challenge = AppAttestRequestBinding.decodeBase64URL(challengeText, limit: 1024)
         else { return .failure(.malformed("App Attest headers are malformed")) }
-        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.acquire(keyID.base64EncodedString) {
+        // The key's bucket is charged only by assertions that verify, so that someone who merely knows a keyId
+        // cannot keep that key rate-limited; an empty bucket still refuses before any work.
+        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.check(keyID.base64EncodedString) {
             return .failure(.rateLimited(retryAfter: retryAfter))
         }
         let clientData = AppAttestRequestBinding.clientData(
@@ -215,6 +218,7 @@ public struct AppAttestHTTPOperations: Sendable {
         do {
             let authenticated = try await service.authenticateAssertion(
                 assertion, clientData: clientData, keyID: keyID, challenge: challenge)
+            _ = rateLimiter?.acquire(keyID.base64EncodedString)
             return .success(
                 AttestedDevice(
                     keyID: keyID, userID: authenticated.key.userID, counter: authenticated.assertion.counter,

@@ -12,8 +12,26 @@ public actor MemoryAppAttestStore: AppAttestStore {
         challenges[record.challenge] = record
     }
 
-    public func consumeChallenge(_ challenge: [UInt8]) throws(StoreError) -> ChallengeRecord? {
-        challenges.removeValue(forKey: challenge)
+    public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        throws(StoreError) -> ChallengeRecord?
+    {
+        guard let record = challenges[challenge], record.purpose == purpose,
+            record.keyID == nil || record.keyID == keyID, record.userID == nil || record.userID == userID
+        else { return nil }
+        return challenges.removeValue(forKey: challenge)
+    }
+
+    public func challenge(_ challenge: [UInt8]) throws(StoreError) -> ChallengeRecord? {
+        challenges[challenge]
+    }
+
+    public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) throws(StoreError) -> Int {
+        challenges.values.reduce(0) { count, record in
+            guard record.expiresAt > now else { return count }
+            if let keyID { return record.keyID == keyID ? count + 1 : count }
+            if let userID { return record.userID == userID ? count + 1 : count }
+            return count + 1
+        }
     }
 
     public func purgeExpiredChallenges(now: Date) throws(StoreError) -> Int {

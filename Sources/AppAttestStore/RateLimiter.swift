@@ -46,6 +46,20 @@ public final class AppAttestRateLimiter: Sendable {
     /// How many callers have a bucket now.
     public var trackedCallers: Int { buckets.withLock { $0.count } }
 
+    /// Whether `caller` has a token left, without taking it.
+    public func check(_ caller: String) -> Decision {
+        let time = now()
+        return buckets.withLock { buckets in
+            guard let bucket = buckets[caller] else { return .allowed }
+            let tokens = min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)
+            guard tokens >= 1 else {
+                let wait = min(Self.maximumRetryAfter, ((1 - tokens) / ratePerSecond).rounded(.up))
+                return .limited(retryAfter: max(1, Int(wait)))
+            }
+            return .allowed
+        }
+    }
+
     /// Takes one token for `caller`.
     public func acquire(_ caller: String) -> Decision {
         let time = now()

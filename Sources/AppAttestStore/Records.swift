@@ -110,9 +110,19 @@ public protocol AppAttestStore: Sendable {
     /// Stores a new challenge.
     func insertChallenge(_ record: ChallengeRecord) async throws(StoreError)
 
-    /// Removes the challenge and returns it, in one atomic step; nil when it is unknown or was already
-    /// consumed. An expired challenge is removed and returned, and the caller refuses it.
-    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord?
+    /// Removes the challenge and returns it, in one atomic step, when it may be used for `purpose` by `keyID` and
+    /// `userID`: a challenge reserved for a key or a user is consumed only by that key or user, so that nobody else
+    /// can burn it. nil when it is unknown, already consumed, or reserved for another purpose, key or user (it then
+    /// stays). An expired challenge is removed and returned, and the caller refuses it.
+    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+
+    /// The challenge, if it is stored (to say why a consumption was refused).
+    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord?
+
+    /// How many challenges that expire after `now` are reserved for `keyID` (when given), else for `userID` (when
+    /// given), else in all.
+    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int
 
     /// Deletes challenges that expired before `now`; returns how many.
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int

@@ -123,6 +123,8 @@ public struct AppAttestProblem: Error, Sendable, Hashable, Codable {
         case .challengeUnknown, .counterReplayed, .keyAlreadyRegistered:
             self.init(status: 409, code: error.code.name, title: "Replayed or already used")
         case .storeUnavailable: self.init(status: 503, code: error.code.name, title: "App Attest state is unavailable")
+        case .tooManyChallenges:
+            self.init(status: 429, code: error.code.name, title: "Too many unused challenges are outstanding")
         default: self.init(status: 401, code: error.code.name, title: "App Attest verification failed")
         }
     }

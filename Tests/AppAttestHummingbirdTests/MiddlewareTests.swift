@@ -158,7 +158,13 @@ struct MiddlewareTests {
 struct UnavailableStore: AppAttestStore {
     func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
     func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
-    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    { throw fail() }
+    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        throw fail()
+    }
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
     func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
     func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
@@ -207,6 +213,38 @@ struct MiddlewareFailureTests {
                     if expected == .tooManyRequests {
                         #expect(response.headers[.retryAfter].flatMap(Int.init) ?? 0 >= 1)
                     }
+                }
+            }
+        }
+    }
+}
+#endif  // Hummingbird
+
+#if Hummingbird
+@Suite("Hummingbird: the per-key rate limit")
+struct MiddlewareRateLimitTests {
+    @Test("assertions that fail verification do not charge the key's bucket")
+    func forgedRequestsDoNotCharge() async throws {
+        let router = try MiddlewareTests.makeRouter(
+            rateLimiter: AppAttestRateLimiter(ratePerSecond: 0.001, burst: 1))
+        let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
+        let tests = MiddlewareTests()
+        try await Application(router: router).test(.router) { client in
+            try await tests.register(client, device)
+            // Someone who knows the keyId but not the key: signed for another path, so verification fails.
+            for _ in 0..<3 {
+                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+                let forged = try tests.signed(device, path: "/api/order", body: "", challenge: c, signedPath: "/other")
+                try await client.execute(uri: "/api/order", method: .post, headers: forged) { response in
+                    #expect(response.status == .unauthorized)
+                }
+            }
+            // The device itself is not rate-limited by them; its own second request is.
+            for expected in [HTTPResponse.Status.ok, .tooManyRequests] {
+                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+                let headers = try tests.signed(device, path: "/api/order", body: "", challenge: c)
+                try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                    #expect(response.status == expected)
                 }
             }
         }

@@ -18,7 +18,13 @@ import Glibc
 struct DownStore: AppAttestStore {
     func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
     func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
-    func consumeChallenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    { throw fail() }
+    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        throw fail()
+    }
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
     func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
     func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }

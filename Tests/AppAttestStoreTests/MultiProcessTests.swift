@@ -124,7 +124,7 @@ struct MultiProcessTests {
         for line in accepted {
             let challenge = hexBytes(String(line[2]))
             #expect(
-                try await harness.store.consumeChallenge(challenge) == nil,
+                try await harness.store.challenge(challenge) == nil,
                 "challenge of counter \(line[1]) still usable")
         }
         // And the store still works: the next assertion after the stored counter is accepted.

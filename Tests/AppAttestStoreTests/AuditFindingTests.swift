@@ -1,0 +1,119 @@
+import AppAttest
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import Testing
+
+/// The audit's findings about challenges and the environment policy, on every backend.
+@Suite("Challenges and policy (audit findings)")
+struct AuditFindingTests {
+    /// A clientData that carries `challenge`, as an app would build it.
+    func clientData(_ challenge: [UInt8]) -> [UInt8] {
+        Array("GET /profile\n".utf8) + challenge
+    }
+
+    @Test("a development key stops passing assertions once its App ID is production-only", arguments: Backend.available)
+    func environmentAtAssertion(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID, environment: .development)
+        let (object, challenge) = try await harness.attest(device)
+        _ = try await harness.service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
+        _ = try await harness.service.authenticateAssertion(
+            try device.assert(clientData: [1]), clientData: [1], keyID: device.keyID)
+
+        // The App ID is reconfigured: production only. Same store.
+        let productionOnly = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    apps: [Harness.appID: [.production]], trustAnchor: Harness.authority.trustAnchor)),
+            store: harness.store)
+        await expectServiceError(.environmentNotAllowed) {
+            _ = try await productionOnly.authenticateAssertion(
+                try device.assert(clientData: [2]), clientData: [2], keyID: device.keyID)
+        }
+        #expect(try await harness.store.key(device.keyID)?.counter == 1, "the refused assertion stored nothing")
+    }
+
+    @Test("a challenge reserved for key B cannot be burned by key A", arguments: Backend.available)
+    func reservationCheckedBeforeConsumption(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let a = try await harness.registeredDevice()
+        let b = try await harness.registeredDevice()
+        let forB = try await harness.service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: b.keyID)
+            .challenge
+        await expectServiceError(.challengeMismatch) {
+            _ = try await harness.service.authenticateAssertion(
+                try a.assert(clientData: clientData(forB)), clientData: clientData(forB), keyID: a.keyID,
+                challenge: forB)
+        }
+        // Still there for B.
+        let accepted = try await harness.service.authenticateAssertion(
+            try b.assert(clientData: clientData(forB)), clientData: clientData(forB), keyID: b.keyID, challenge: forB)
+        #expect(accepted.key.counter == 1)
+    }
+
+    @Test("an assertion challenge reserved for a user is usable by that user's keys only", arguments: Backend.available)
+    func userBoundAssertionChallenge(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let alice = try await harness.registeredDevice(userID: "alice-\(UUID())")
+        let aliceID = try #require(try await harness.store.key(alice.keyID)?.userID)
+        let mallory = try await harness.registeredDevice(userID: "mallory-\(UUID())")
+        let forAlice = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, userID: aliceID
+        ).challenge
+        await expectServiceError(.challengeMismatch) {
+            _ = try await harness.service.authenticateAssertion(
+                try mallory.assert(clientData: clientData(forAlice)), clientData: clientData(forAlice),
+                keyID: mallory.keyID, challenge: forAlice)
+        }
+        let accepted = try await harness.service.authenticateAssertion(
+            try alice.assert(clientData: clientData(forAlice)), clientData: clientData(forAlice), keyID: alice.keyID,
+            challenge: forAlice)
+        #expect(accepted.key.counter == 1)
+    }
+
+    @Test(
+        "unused challenges per key and per user are bounded; expired ones stop counting", arguments: Backend.available)
+    func outstandingBound(_ backend: Backend) async throws {
+        let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_100_000_000))
+        defer { harness.close() }
+        let clock = harness.clock
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store,
+            challengeLimits: .init(perKey: 2, perUser: 3, total: 1_000_000), now: { clock.now })
+        let key = try KeyID(rawValue: (0..<32).map { _ in UInt8.random(in: 0...255) })
+        let user = "user-\(UUID())"
+        for _ in 0..<2 { _ = try await service.issueChallenge(purpose: "assertion", keyID: key) }
+        await expectServiceError(.tooManyChallenges, "per key") {
+            _ = try await service.issueChallenge(purpose: "assertion", keyID: key)
+        }
+        for _ in 0..<3 { _ = try await service.issueChallenge(purpose: "attestation", userID: user) }
+        await expectServiceError(.tooManyChallenges, "per user") {
+            _ = try await service.issueChallenge(purpose: "attestation", userID: user)
+        }
+        clock.advance(301)
+        _ = try await service.issueChallenge(purpose: "assertion", keyID: key)
+        _ = try await service.issueChallenge(purpose: "attestation", userID: user)
+    }
+
+    @Test("the purger deletes expired challenges by itself", arguments: Backend.available)
+    func purger(_ backend: Backend) async throws {
+        let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_200_000_000))
+        defer { harness.close() }
+        let issued = try await harness.service.issueChallenge(purpose: "attestation").challenge
+        harness.clock.advance(301)
+        let purging = Task {
+            await AppAttestChallengePurger(service: harness.service, interval: .milliseconds(50)).run()
+        }
+        defer { purging.cancel() }
+        var gone = false
+        for _ in 0..<100 where !gone {
+            try await Task.sleep(for: .milliseconds(50))
+            gone = try await harness.store.challenge(issued) == nil
+        }
+        #expect(gone)
+    }
+}
