@@ -23,7 +23,9 @@ import Synchronization
 public struct ServerRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The name of the caller's bearer token.
-    public var caller: String?
+    public var caller: String? { scope?.name }
+    /// The caller, with what it may do.
+    var scope: Caller?
 
     public init(source: Source) {
         coreContext = .init(source: source)

@@ -34,14 +34,35 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         }
     }
 
+    /// What a caller may do with its token.
+    public enum Permission: String, Sendable, Codable, Hashable, CaseIterable {
+        /// Assertion challenges and `POST /v1/assertions/verify`.
+        case verify
+        /// Attestation challenges and `POST /v1/attestations`.
+        case register
+        /// `GET /v1/keys/{keyId}`.
+        case read
+        /// `POST /v1/keys/{keyId}/revoke`.
+        case revoke
+        /// `POST /v1/keys/{keyId}/receipt/refresh`.
+        case refresh
+    }
+
     public struct Token: Sendable, Codable, Hashable {
         /// Who uses it; logged, unlike the token.
         public var name: String
         public var token: String
+        /// What it may do; nil for everything (a token without `permissions` in the file).
+        public var permissions: [Permission]?
+        /// The App IDs whose keys it may see and act on; nil for every configured App ID. Keys of other App IDs
+        /// answer 404 `unknownKey`, as if they did not exist.
+        public var appIds: [String]?
 
-        public init(name: String, token: String) {
+        public init(name: String, token: String, permissions: [Permission]? = nil, appIds: [String]? = nil) {
             self.name = name
             self.token = token
+            self.permissions = permissions
+            self.appIds = appIds
         }
     }
 
@@ -177,11 +198,22 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         }
         if let value = environment["APPATTEST_TOKENS"] {
             tokens = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> Token in
-                let parts = entry.split(separator: ":", maxSplits: 1)
-                guard parts.count == 2 else {
-                    throw ServerConfigurationError("APPATTEST_TOKENS entries are name:token")
+                let parts = entry.split(separator: ":", maxSplits: 2)
+                guard parts.count >= 2 else {
+                    throw ServerConfigurationError("APPATTEST_TOKENS entries are name:token[:permission+permission]")
                 }
-                return Token(name: String(parts[0]), token: String(parts[1]))
+                var permissions: [Permission]?
+                if parts.count == 3 {
+                    permissions = try parts[2].split(separator: "+").map {
+                        (name) throws(ServerConfigurationError) -> Permission in
+                        guard let permission = Permission(rawValue: String(name)) else {
+                            throw ServerConfigurationError(
+                                "APPATTEST_TOKENS: a permission is one of verify, register, read, revoke, refresh")
+                        }
+                        return permission
+                    }
+                }
+                return Token(name: String(parts[0]), token: String(parts[1]), permissions: permissions)
             }
         }
         if let value = environment["APPATTEST_TOKEN_FILE"] { tokenFile = value }
@@ -261,8 +293,13 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         guard (1...600).contains(startupTimeoutSeconds) else {
             throw ServerConfigurationError("startupTimeoutSeconds must be from 1 to 600")
         }
-        for token in tokens where token.token.utf8.count < 16 {
-            throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")
+        for token in tokens {
+            guard token.token.utf8.count >= 16 else {
+                throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")
+            }
+            for appId in token.appIds ?? [] where (try? AppID(appId)) == nil {
+                throw ServerConfigurationError("token \(token.name): \(appId.prefix(64)) is not an App ID")
+            }
         }
         guard !apps.isEmpty else { return nil }
         var configured: [AppID: Set<AppAttestEnvironment>] = [:]

@@ -35,27 +35,34 @@ extension AppAttestServer {
         let v1 = router.group("v1").add(middleware: CallerMiddleware(server: self))
         v1.post("challenges") { request, context in
             try await self.json(request, context, operation: "challenge") { (body: ChallengeRequest) in
-                await self.challenge(body)
+                let needed: ServerConfiguration.Permission =
+                    body.purpose == AppAttestService.Purpose.attestation ? .register : .verify
+                if let refusal = Self.refusal(context, needed) { return refusal }
+                return await self.challenge(body)
             }
         }
         v1.post("attestations") { request, context in
             try await self.json(request, context, operation: "attestation") { (body: AttestationRequest) in
-                await self.attestation(body)
+                if let refusal = Self.refusal(context, .register) { return refusal }
+                return await self.attestation(body, caller: context.scope)
             }
         }
         v1.post("assertions/verify") { request, context in
             try await self.json(request, context, operation: "assertion") { (body: AssertionRequest) in
-                await self.assertion(body)
+                if let refusal = Self.refusal(context, .verify) { return refusal }
+                return await self.assertion(body, caller: context.scope)
             }
         }
         v1.get("keys/:keyId") { request, context in
-            await self.keyOperation(context, operation: "key") { keyID in await self.key(keyID) }
+            await self.keyOperation(context, operation: "key", needs: .read) { keyID in await self.key(keyID) }
         }
         v1.post("keys/:keyId/revoke") { request, context in
-            await self.keyOperation(context, operation: "revoke") { keyID in await self.revoke(keyID) }
+            await self.keyOperation(context, operation: "revoke", needs: .revoke) { keyID in await self.revoke(keyID) }
         }
         v1.post("keys/:keyId/receipt/refresh") { request, context in
-            await self.keyOperation(context, operation: "receiptRefresh") { keyID in await self.refresh(keyID) }
+            await self.keyOperation(context, operation: "receiptRefresh", needs: .refresh) { keyID in
+                await self.refresh(keyID)
+            }
         }
         return router
     }
@@ -144,8 +151,20 @@ extension AppAttestServer {
         return await operations.challenge(purpose: body.purpose, keyID: body.keyId, userID: body.userId)
     }
 
-    func attestation(_ body: AttestationRequest) async -> AppAttestHTTPResponse {
+    func attestation(_ body: AttestationRequest, caller: Caller?) async -> AppAttestHTTPResponse {
         guard let operations else { return .problem(Self.notConfigured) }
+        // A caller limited to some App IDs registers keys of those only: the rpIdHash in the object names the
+        // App ID before anything is consumed or stored (verification then proves it).
+        if let allowed = caller?.appIDs {
+            guard
+                let bytes = AppAttestRequestBinding.decodeBase64(
+                    body.attestationObject, limit: AttestationObject.maximumSize),
+                let object = try? AttestationObject(cborEncoded: bytes)
+            else { return .problem(.malformed("attestationObject is not an attestation object")) }
+            guard allowed.contains(where: { $0.rpIDHash == object.authenticatorData.rpIDHash }) else {
+                return .problem(Self.forbidden)
+            }
+        }
         switch await operations.registerAttestation(
             keyID: body.keyId, attestationObject: body.attestationObject, challenge: body.challenge,
             userID: body.userId)
@@ -155,11 +174,12 @@ extension AppAttestServer {
         }
     }
 
-    func assertion(_ body: AssertionRequest) async -> AppAttestHTTPResponse {
+    func assertion(_ body: AssertionRequest, caller: Caller?) async -> AppAttestHTTPResponse {
         guard let service else { return .problem(Self.notConfigured) }
         guard let keyID = try? KeyID(base64Encoded: body.keyId),
             let assertion = AppAttestRequestBinding.decodeBase64(body.assertion, limit: AssertionObject.maximumSize)
         else { return .problem(.malformed("Expected keyId and assertion")) }
+        if let refusal = await outOfScope(keyID, caller) { return refusal }
         let clientData: [UInt8]
         var challenge: [UInt8]?
         switch (body.clientData, body.request) {
@@ -282,6 +302,28 @@ extension AppAttestServer {
     }
 
     static let unknownKey = AppAttestProblem(status: 404, code: "unknownKey", title: "No such key")
+    static let forbidden = AppAttestProblem(
+        status: 403, code: "forbidden", title: "This caller's token does not allow this operation")
+
+    /// 403 when the caller's token lacks `permission`.
+    static func refusal(_ context: ServerRequestContext, _ permission: ServerConfiguration.Permission)
+        -> AppAttestHTTPResponse?
+    {
+        context.scope?.permissions.contains(permission) == true ? nil : .problem(forbidden)
+    }
+
+    /// 404, as if the key did not exist, when the caller is limited to App IDs that do not include the key's.
+    func outOfScope(_ keyID: KeyID, _ caller: Caller?) async -> AppAttestHTTPResponse? {
+        guard let caller, caller.appIDs != nil else { return nil }
+        do {
+            guard let record = try await store.key(keyID), caller.covers(record.appID) else {
+                return .problem(Self.unknownKey)
+            }
+            return nil
+        } catch {
+            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        }
+    }
 
     // MARK: Plumbing
 
@@ -302,15 +344,22 @@ extension AppAttestServer {
     }
 
     func keyOperation(
-        _ context: ServerRequestContext, operation: String, _ body: (KeyID) async -> AppAttestHTTPResponse
+        _ context: ServerRequestContext, operation: String, needs permission: ServerConfiguration.Permission,
+        _ body: (KeyID) async -> AppAttestHTTPResponse
     ) async -> Response {
         let start = ContinuousClock.now
         let result: AppAttestHTTPResponse
-        if let text = context.parameters.get("keyId"),
+        if let refusal = Self.refusal(context, permission) {
+            result = refusal
+        } else if let text = context.parameters.get("keyId"),
             let raw = AppAttestRequestBinding.decodeBase64URL(text, limit: 64),
             let keyID = try? KeyID(rawValue: raw)
         {
-            result = await body(keyID)
+            if let refusal = await outOfScope(keyID, context.scope) {
+                result = refusal
+            } else {
+                result = await body(keyID)
+            }
         } else {
             result = .problem(.malformed("keyId in the path is Base64URL of 32 bytes"))
         }
@@ -350,7 +399,7 @@ struct CallerMiddleware: RouterMiddleware {
             refused.headers[.wwwAuthenticate] = "Bearer"
             return refused
         }
-        if let limiter = server.rateLimiter, case .limited(let retryAfter) = limiter.acquire(caller) {
+        if let limiter = server.rateLimiter, case .limited(let retryAfter) = limiter.acquire(caller.name) {
             server.metrics.refused("rateLimited")
             return response(.problem(.rateLimited(retryAfter: retryAfter)))
         }
@@ -365,8 +414,8 @@ struct CallerMiddleware: RouterMiddleware {
             return response(.problem(.bodyTooLarge))
         }
         var context = context
-        context.caller = caller
-        context.logger[metadataKey: "caller"] = "\(caller)"
+        context.scope = caller
+        context.logger[metadataKey: "caller"] = "\(caller.name)"
         return try await next(request, context)
     }
 }

@@ -5,27 +5,44 @@ import Foundation
 import Metrics
 public import Prometheus
 
+/// A caller: the name of its token, what it may do, and which App IDs' keys it may see (nil: all).
+struct Caller: Sendable {
+    let name: String
+    let permissions: Set<ServerConfiguration.Permission>
+    let appIDs: Set<AppID>?
+
+    /// Whether the caller may see and act on keys of `appID`.
+    func covers(_ appID: AppID) -> Bool { appIDs?.contains(appID) ?? true }
+}
+
 /// The callers' bearer tokens, kept as SHA-256 digests and compared in constant time: every configured token is
 /// compared on every request, so the time taken says nothing about which one (or how much of one) matched.
 struct BearerTokens: Sendable {
-    private let entries: [(name: String, digest: [UInt8])]
+    private let entries: [(caller: Caller, digest: [UInt8])]
 
     init(_ tokens: [ServerConfiguration.Token]) {
-        entries = tokens.map { ($0.name, AppAttestSHA256.hash(Array($0.token.utf8))) }
+        entries = tokens.map { token in
+            let permissions = Set(token.permissions ?? ServerConfiguration.Permission.allCases)
+            let appIDs = token.appIds.map { Set($0.compactMap { try? AppID($0) }) }
+            return (
+                Caller(name: token.name, permissions: permissions, appIDs: appIDs),
+                AppAttestSHA256.hash(Array(token.token.utf8))
+            )
+        }
     }
 
     var isEmpty: Bool { entries.isEmpty }
-    var names: [String] { entries.map(\.name) }
+    var names: [String] { entries.map(\.caller.name) }
 
-    /// The name of the caller whose token is in `authorization` (`Bearer …`), or nil.
-    func caller(authorization: String?) -> String? {
+    /// The caller whose token is in `authorization` (`Bearer …`), or nil.
+    func caller(authorization: String?) -> Caller? {
         guard let authorization, authorization.utf8.count <= 1024 else { return nil }
         let prefix = "bearer "
         guard authorization.lowercased().hasPrefix(prefix) else { return nil }
         let presented = AppAttestSHA256.hash(Array(authorization.utf8.dropFirst(prefix.utf8.count)))
-        var found: String?
+        var found: Caller?
         for entry in entries where constantTimeEquals(entry.digest, presented) && found == nil {
-            found = entry.name
+            found = entry.caller
         }
         return found
     }

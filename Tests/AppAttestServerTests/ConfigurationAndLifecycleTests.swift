@@ -25,7 +25,13 @@ struct ConfigurationTests {
         let configuration = try ServerConfiguration.load(
             file: Self.root.appendingPathComponent("appattest.sample.json").path)
         #expect(configuration.apps.count == 2)
-        #expect(configuration.tokens.map(\.name) == ["orders-service", "orders-service-next"])
+        #expect(
+            configuration.tokens.map(\.name) == ["orders-service", "orders-service-next", "gateway", "support-console"])
+        // A verify-only caller limited to one App ID, and a support console that reads and revokes.
+        #expect(configuration.tokens[2].permissions == [.verify])
+        #expect(configuration.tokens[2].appIds == ["ABCDE12345.com.example.app"])
+        #expect(configuration.tokens[3].permissions == [.read, .revoke])
+        #expect(configuration.idleTimeoutSeconds == 60)
         #expect(configuration.apple?.teamId == "ABCDE12345")
         let verifier = try #require(try configuration.verifierConfiguration())
         #expect(verifier.apps[try AppID("ABCDE12345.com.example.app.beta")] == [.development, .production])

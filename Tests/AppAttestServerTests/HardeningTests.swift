@@ -269,5 +269,77 @@ struct ServerHardeningTests {
         }
         return false
     }
+
+    // MARK: Callers
+
+    static let verifyOnly = "token-of-the-gateway-verify-only"
+    static let otherApp = "token-of-a-caller-for-another-app"
+
+    func rawAssertion(_ device: SimulatedDevice, _ text: String) throws -> String {
+        let raw = Array(text.utf8)
+        return """
+            {"keyId":"\(device.keyID.base64EncodedString)",\
+            "assertion":"\(Data(try device.assert(clientData: raw)).base64EncodedString())",\
+            "clientData":"\(Data(raw).base64EncodedString())"}
+            """
+    }
+
+    @Test("each token carries permissions and App IDs: a verify-only caller cannot read, revoke or register keys")
+    func callerScopes() async throws {
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        let tests = ServerTests()
+        try await F.withServer({ configuration in
+            configuration.apps.append(.init(appId: "OTHER12345.com.example.other", environments: ["production"]))
+            configuration.tokens += [
+                .init(name: "gateway", token: Self.verifyOnly, permissions: [.verify], appIds: [F.appID.rawValue]),
+                .init(name: "other", token: Self.otherApp, appIds: ["OTHER12345.com.example.other"]),
+            ]
+        }) { _, client in
+            try await tests.register(client, device)
+
+            // verify-only: assertions pass; reading, revoking, refreshing and registering are 403.
+            var response = try await tests.post(
+                client, "/v1/assertions/verify", try rawAssertion(device, "one"), token: Self.verifyOnly)
+            #expect(response.status == .ok)
+            response = try await client.execute(uri: keyPath, method: .get, headers: F.headers(Self.verifyOnly))
+            #expect(response.status == .forbidden)
+            for path in [keyPath + "/revoke", keyPath + "/receipt/refresh"] {
+                response = try await tests.post(client, path, "", token: Self.verifyOnly)
+                #expect(response.status == .forbidden, "\(path)")
+            }
+            response = try await tests.post(
+                client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: Self.verifyOnly)
+            #expect(response.status == .forbidden)
+
+            // Another App ID's caller: the key does not exist for it, and its assertion changes nothing.
+            response = try await client.execute(uri: keyPath, method: .get, headers: F.headers(Self.otherApp))
+            #expect(response.status == .notFound)
+            response = try await tests.post(client, keyPath + "/revoke", "", token: Self.otherApp)
+            #expect(response.status == .notFound)
+            response = try await tests.post(
+                client, "/v1/assertions/verify", try rawAssertion(device, "two"), token: Self.otherApp)
+            #expect(response.status == .notFound)
+            // Nor can it register a key of an App ID it does not cover.
+            let issued = try await tests.post(
+                client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: Self.otherApp)
+            let challenge = try #require(F.json(issued)["challenge"] as? String)
+            let newDevice = try SimulatedDevice(authority: F.authority, appID: F.appID)
+            let object = try newDevice.attest(
+                challenge: try #require(AppAttestRequestBinding.decodeBase64URL(challenge)))
+            response = try await tests.post(
+                client, "/v1/attestations",
+                """
+                {"keyId":"\(newDevice.keyID.base64EncodedString)",\
+                "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge)"}
+                """, token: Self.otherApp)
+            #expect(response.status == .forbidden)
+
+            // The key is untouched: not revoked, counter 1.
+            response = try await client.execute(uri: keyPath, method: .get, headers: F.headers())
+            #expect(F.json(response)["counter"] as? Int == 1)
+            #expect(F.json(response)["revokedAt"] == nil)
+        }
+    }
 }
 #endif  // Service
