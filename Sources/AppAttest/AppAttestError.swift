@@ -12,7 +12,7 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
             case malformed, certificateChain, certificateValidity, nonceMismatch, keyIdMismatch
             case publicKeyMismatch, appIdMismatch, counterNotZero, environmentMismatch, credentialIdMismatch
             case signatureInvalid, counterNotIncreasing, unsupportedKey, internalCryptoFailure
-            case invalidConfiguration, clientHashMismatch, receiptTypeMismatch, receiptTooOld
+            case invalidConfiguration, clientHashMismatch, receiptTypeMismatch, receiptTooOld, receiptFromTheFuture
         }
         private let backing: Backing
         private init(_ backing: Backing) { self.backing = backing }
@@ -58,6 +58,9 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         /// A freshly received receipt created more than five minutes before the verification time
         /// (<doc:ReceiptsAndRiskMetric>).
         public static let receiptTooOld = Code(.receiptTooOld)
+        /// A receipt created after the verification time, beyond the clock skew leeway
+        /// (<doc:ReceiptsAndRiskMetric>).
+        public static let receiptFromTheFuture = Code(.receiptFromTheFuture)
 
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 

@@ -114,7 +114,9 @@ public struct AppAttestReceipt: Sendable, Hashable {
         self.type = ReceiptType(type)
         self.environmentName = text(7)
         self.creationTime = creation
-        if let metric = text(17) {
+        // The risk metric belongs to receipts from the refresh endpoint; an ATTEST receipt carrying field 17 says
+        // nothing Apple documents, so it is not read.
+        if self.type == .receipt, let metric = text(17) {
             guard let value = Int(metric), value >= 0 else {
                 throw AppAttestError(.malformed, "receipt risk metric (field 17) is not a number")
             }
@@ -181,14 +183,23 @@ public struct AppAttestReceiptValidator: Sendable {
         public var verificationTime: AppAttestVerifier.VerificationTime
         /// How old a freshly received receipt may be (Apple: five minutes).
         public var maximumAge: TimeInterval
+        /// How far in the future a receipt's creation time may be, for clock skew (a minute by default, at most a
+        /// day). Beyond it the receipt is refused with `receiptFromTheFuture`.
+        public var clockSkewLeeway: TimeInterval
 
+        /// - Parameters:
+        ///   - trustAnchor: the root the signer must chain to.
+        ///   - verificationTime: when the signer's certificates must be valid.
+        ///   - maximumAge: how old a freshly received receipt may be, in seconds.
+        ///   - clockSkewLeeway: how far in the future a creation time may be, in seconds (0 to 86400).
         public init(
             trustAnchor: TrustAnchor = .appleRootCAG3, verificationTime: AppAttestVerifier.VerificationTime = .now,
-            maximumAge: TimeInterval = 300
+            maximumAge: TimeInterval = 300, clockSkewLeeway: TimeInterval = 60
         ) {
             self.trustAnchor = trustAnchor
             self.verificationTime = verificationTime
             self.maximumAge = maximumAge
+            self.clockSkewLeeway = clockSkewLeeway
         }
     }
 
@@ -267,6 +278,9 @@ public struct AppAttestReceiptValidator: Sendable {
         } catch {
             throw AppAttestError(chainFailure: error)
         }
+        // Chaining to Apple Root CA - G3 is not identity: that root certifies many Apple services. Only Apple's
+        // receipt-signing certificate, issued by its App Attest intermediate, may sign receipts.
+        try Self.requireReceiptSigner(message.signer, among: message.certificates)
         // Step 3: the payload.
         let receipt = try AppAttestReceipt(message: message, raw: raw)
         // Step 4: the App ID.
@@ -289,6 +303,10 @@ public struct AppAttestReceiptValidator: Sendable {
                 .environmentMismatch,
                 "a \(receipt.environmentName ?? "no-environment") receipt, expected \(environment.rawValue)")
         }
+        // No receipt is created after the verification time (beyond the clock skew leeway), fresh or stored.
+        guard receipt.creationTime.timeIntervalSince(now) <= configuration.clockSkewLeeway else {
+            throw AppAttestError(.receiptFromTheFuture, "receipt created after the verification time")
+        }
         // Step 5: at most five minutes old, for fresh receipts only.
         if expectation.freshlyReceived {
             let age = now.timeIntervalSince(receipt.creationTime)
@@ -297,5 +315,40 @@ public struct AppAttestReceiptValidator: Sendable {
             }
         }
         return receipt
+    }
+
+    /// What every receipt-signing certificate of Apple's carries, and its issuer too (“Receipts and the risk metric”).
+    static let signerCommonName = "Application Attestation Fraud Receipt Signing"
+    static let signerMarker = "1.2.840.113635.100.12.15"
+    static let intermediateMarker = "1.2.840.113635.100.6.2.3"
+    static let keyUsage = "2.5.29.15"
+    static let extendedKeyUsage = "2.5.29.37"
+    /// `BIT STRING` with digitalSignature alone.
+    static let digitalSignatureOnly: [UInt8] = [0x03, 0x02, 0x07, 0x80]
+
+    /// Refuses a signer that is not Apple's receipt-signing certificate: its subject, its key usage
+    /// (digitalSignature alone, critical), no extended key usage, Apple's marker extension, and an issuer with the
+    /// App Attest intermediate's marker.
+    static func requireReceiptSigner(_ signer: X509Certificate, among certificates: [X509Certificate])
+        throws(AppAttestError)
+    {
+        let extensions = signer.extensions
+        guard signer.subjectCommonName == signerCommonName else {
+            throw AppAttestError(.certificateChain, "the receipt signer is not Apple's receipt-signing certificate")
+        }
+        guard case .value = X509Certificate.extensionValue(oid: signerMarker, in: extensions) else {
+            throw AppAttestError(.certificateChain, "the receipt signer lacks Apple's receipt-signing marker")
+        }
+        guard extensions.contains(where: { $0.oid == keyUsage && $0.isCritical && $0.value == digitalSignatureOnly }),
+            case .absent = X509Certificate.extensionValue(oid: extendedKeyUsage, in: extensions)
+        else {
+            throw AppAttestError(.certificateChain, "the receipt signer's key usage is not digitalSignature alone")
+        }
+        let issuer = signer.issuer
+        guard let intermediate = certificates.first(where: { $0.subject == issuer }),
+            case .value = intermediate.extensionValue(oid: intermediateMarker)
+        else {
+            throw AppAttestError(.certificateChain, "the receipt signer's issuer is not Apple's receipt intermediate")
+        }
     }
 }

@@ -5,9 +5,9 @@ import SwiftASN1
 import X509
 
 /// A receipt-signing authority shaped like Apple's (“Receipts and the risk metric”): a P-384 root standing in for Apple
-/// Root CA - G3,
-/// a P-256 intermediate, and a P-256 signer that signs receipts as CMS SignedData without signed attributes, the
-/// signature over the payload itself (“Receipts and the risk metric”). Validators trust it only through
+/// Root CA - G3, a P-256 intermediate with Apple's intermediate marker, and a P-256 signer with the subject, key usage
+/// and marker extension of Apple's receipt-signing certificate, that signs receipts as CMS SignedData without signed
+/// attributes, the signature over the payload itself. Validators trust it only through
 /// `TrustAnchor.customRootForTesting(derRepresentation: authority.rootCertificate)`.
 public struct TestReceiptAuthority: Sendable {
     public let rootCertificate: [UInt8]
@@ -21,10 +21,14 @@ public struct TestReceiptAuthority: Sendable {
     public var trustAnchor: TrustAnchor { .customRootForTesting(derRepresentation: rootCertificate) }
 
     /// - Parameters:
-    ///   - signerNotValidBefore/After: the signer's validity (Apple's rotate about yearly).
+    ///   - signerNotValidBefore: the start of the signer's validity (Apple's rotate about yearly).
+    ///   - signerNotValidAfter: its end.
+    ///   - imitatesAppleSigner: false makes a signer that chains to the same root but is not a receipt signer
+    ///     (another subject, other key usages, no marker extensions), which validators must refuse.
     public init(
         signerNotValidBefore: Date = Date(timeIntervalSince1970: 1_577_836_800),
-        signerNotValidAfter: Date = Date(timeIntervalSince1970: 2_524_608_000)
+        signerNotValidAfter: Date = Date(timeIntervalSince1970: 2_524_608_000),
+        imitatesAppleSigner: Bool = true
     ) throws {
         let rootKey = P384.Signing.PrivateKey()
         let intermediateKey = P256.Signing.PrivateKey()
@@ -40,9 +44,14 @@ public struct TestReceiptAuthority: Sendable {
             OrganizationName("swift-app-attest testing")
         }
         let signerName = try DistinguishedName {
-            CommonName("Test Attestation Fraud Receipt Signing")
+            CommonName(imitatesAppleSigner ? "Application Attestation Fraud Receipt Signing" : "Another Apple Service")
             OrganizationName("swift-app-attest testing")
         }
+        // Apple's marker extensions, each with a NULL value.
+        let signerMarker = Certificate.Extension(
+            oid: [1, 2, 840, 113635, 100, 12, 15], critical: false, value: [5, 0])
+        let intermediateMarker = Certificate.Extension(
+            oid: [1, 2, 840, 113635, 100, 6, 2, 3], critical: false, value: [5, 0])
         let root = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey), notValidBefore: start,
             notValidAfter: end, issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA384,
@@ -57,6 +66,7 @@ public struct TestReceiptAuthority: Sendable {
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                if imitatesAppleSigner { intermediateMarker }
             },
             issuerPrivateKey: .init(rootKey))
         let serial = Certificate.SerialNumber()
@@ -66,7 +76,12 @@ public struct TestReceiptAuthority: Sendable {
             subject: signerName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
+                if imitatesAppleSigner {
+                    Critical(KeyUsage(digitalSignature: true))
+                    signerMarker
+                } else {
+                    Critical(KeyUsage(digitalSignature: true, keyEncipherment: true))
+                }
             },
             issuerPrivateKey: .init(intermediateKey))
         self.rootCertificate = try TestCertificateAuthority.der(root)

@@ -83,6 +83,72 @@ struct TestReceiptTests {
         }
     }
 
+    /// A verified attestation and the ATTEST fields of its receipt, created at `now`.
+    func attestedFields() throws -> (VerifiedAttestation, TestReceiptAuthority.Fields) {
+        let device = try SimulatedDevice(authority: Self.authority, appID: Self.appID, receiptAuthority: Self.receipts)
+        var options = SimulatedDevice.AttestationOptions()
+        options.issuedAt = Self.now
+        let attestation = try verifier().verifyAttestation(
+            try device.attest(challenge: [9], options), keyID: device.keyID, challenge: [9])
+        let fields = TestReceiptAuthority.Fields.attest(
+            appID: Self.appID, attestedCertificate: attestation.certificateChain[0],
+            clientHash: attestation.clientDataHash, environment: .production, creationTime: Self.now)
+        return (attestation, fields)
+    }
+
+    @Test("a signer that chains to the receipt root but is not Apple's receipt-signing certificate is refused")
+    func foreignSigner() throws {
+        let (attestation, fields) = try attestedFields()
+        let foreign = try TestReceiptAuthority(imitatesAppleSigner: false)
+        let validator = try AppAttestReceiptValidator(
+            configuration: .init(trustAnchor: foreign.trustAnchor, verificationTime: .fixed(Self.now)))
+        expectCode(.certificateChain) {
+            _ = try validator.validate(
+                try foreign.sign(fields),
+                expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+        }
+        // The same fields from the authority shaped like Apple's pass.
+        let genuine = try AppAttestReceiptValidator(
+            configuration: .init(trustAnchor: Self.receipts.trustAnchor, verificationTime: .fixed(Self.now)))
+        _ = try genuine.validate(
+            try Self.receipts.sign(fields),
+            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+    }
+
+    @Test("the risk metric is read from RECEIPT receipts only")
+    func riskMetricOnlyFromRefreshedReceipts() throws {
+        var (attestation, fields) = try attestedFields()
+        fields.riskMetric = 7
+        let validator = try AppAttestReceiptValidator(
+            configuration: .init(trustAnchor: Self.receipts.trustAnchor, verificationTime: .fixed(Self.now)))
+        let receipt = try validator.validate(
+            try Self.receipts.sign(fields),
+            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+        #expect(receipt.type == .attest)
+        #expect(receipt.riskMetric == nil)
+    }
+
+    @Test("a creation time in the future, beyond the leeway, is refused for fresh and stored receipts alike")
+    func createdInTheFuture() throws {
+        var (attestation, fields) = try attestedFields()
+        fields.creationTime = Self.now.addingTimeInterval(3600)
+        let bytes = try Self.receipts.sign(fields)
+        let validator = try AppAttestReceiptValidator(
+            configuration: .init(trustAnchor: Self.receipts.trustAnchor, verificationTime: .fixed(Self.now)))
+        for fresh in [true, false] {
+            expectCode(.receiptFromTheFuture) {
+                _ = try validator.validate(
+                    bytes, expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: fresh)
+                )
+            }
+        }
+        // Within the leeway (a minute by default) it passes.
+        fields.creationTime = Self.now.addingTimeInterval(30)
+        _ = try validator.validate(
+            try Self.receipts.sign(fields),
+            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+    }
+
     func verifier() throws -> AppAttestVerifier {
         try AppAttestVerifier(
             configuration: .init(
