@@ -232,6 +232,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "AppAttestCommandTests", dependencies: ["appattest", "AppAttestStore"], swiftSettings: strict),
+        .testTarget(
             name: "AppAttestTestingTests",
             dependencies: ["AppAttestTesting", "AppAttest", "AppAttestVectors", "AppAttestCBOR"],
             swiftSettings: strict

@@ -26,8 +26,9 @@ public struct AppAttestVerifier: Sendable {
         public var trustAnchor: TrustAnchor
         /// When certificates must be valid. `.now` in production; pinned for recorded data.
         public var verificationTime: VerificationTime
-        /// Accepted clock skew, in seconds, when checking certificate validity (0 by default). A chain that is
-        /// not valid at the verification time but is valid that much earlier or later is accepted.
+        /// Accepted clock skew, in seconds, when checking certificate validity (0 by default, at most
+        /// ``AppAttestVerifier/maximumClockSkewLeeway``). A chain that is not valid at the verification time but is
+        /// valid that much earlier or later is accepted.
         public var clockSkewLeeway: TimeInterval
 
         /// One App ID in one environment.
@@ -67,6 +68,9 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
+    /// The largest clock skew leeway accepted, in seconds (a day).
+    public static let maximumClockSkewLeeway: TimeInterval = 86400
+
     /// The configuration this verifier was built from.
     public let configuration: Configuration
     /// When certificates must be valid; a copy of the verifier with another time shares the trust state.
@@ -83,8 +87,8 @@ public struct AppAttestVerifier: Sendable {
         guard configuration.apps.values.allSatisfy({ !$0.isEmpty }) else {
             throw AppAttestError(.invalidConfiguration, "an App ID allows no environment")
         }
-        guard configuration.clockSkewLeeway >= 0, configuration.clockSkewLeeway.isFinite else {
-            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be a finite, non-negative number")
+        guard (0...Self.maximumClockSkewLeeway).contains(configuration.clockSkewLeeway) else {
+            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be from 0 to 86400 seconds")
         }
         let root: X509Certificate
         do { root = try X509Certificate(derEncoded: configuration.trustAnchor.derRepresentation) } catch {

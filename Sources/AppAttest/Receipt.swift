@@ -246,10 +246,14 @@ public struct AppAttestReceiptValidator: Sendable {
     public let configuration: Configuration
     private let chainVerifier: ChainVerifier
 
-    /// - Throws: ``AppAttestError/Code/invalidConfiguration`` when the trust anchor is unusable.
+    /// - Throws: ``AppAttestError/Code/invalidConfiguration`` when the trust anchor is unusable, or the maximum age
+    ///   or the leeway is out of range.
     public init(configuration: Configuration = .init()) throws(AppAttestError) {
         guard configuration.maximumAge >= 0, configuration.maximumAge.isFinite else {
             throw AppAttestError(.invalidConfiguration, "the maximum receipt age must be a finite, non-negative number")
+        }
+        guard (0...AppAttestVerifier.maximumClockSkewLeeway).contains(configuration.clockSkewLeeway) else {
+            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be from 0 to 86400 seconds")
         }
         do {
             chainVerifier = try ChainVerifier(

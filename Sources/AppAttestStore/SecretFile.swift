@@ -11,7 +11,8 @@ import Darwin
 /// them.
 package enum SecretFile {
     /// Why a secret file cannot be used.
-    package struct Refusal: Error, CustomStringConvertible {
+    package struct Refusal: Error, CustomStringConvertible, LocalizedError {
+        package var errorDescription: String? { description }
         package let description: String
     }
 

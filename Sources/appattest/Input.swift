@@ -11,7 +11,7 @@ func readInput(_ path: String, limit: Int) throws -> Data {
         handle = FileHandle.standardInput
     } else {
         guard let opened = FileHandle(forReadingAtPath: path) else {
-            throw InputError(description: "cannot open \(path)")
+            throw InputError(description: "cannot open \(Terminal.safe(path, limit: 256))")
         }
         handle = opened
     }
@@ -20,7 +20,9 @@ func readInput(_ path: String, limit: Int) throws -> Data {
     while true {
         guard let chunk = try handle.read(upToCount: 64 * 1024), !chunk.isEmpty else { break }
         data.append(chunk)
-        if data.count > limit { throw InputError(description: "\(path): input larger than \(limit) bytes") }
+        if data.count > limit {
+            throw InputError(description: "\(Terminal.safe(path, limit: 256)): input larger than \(limit) bytes")
+        }
     }
     return data
 }
@@ -33,9 +35,11 @@ func readObject(_ path: String, limit: Int = 256 * 1024, binaryFirstBytes: [UInt
     let data = try readInput(path, limit: limit)
     if let first = data.first, binaryFirstBytes.contains(first) { return Array(data) }
     guard let text = String(data: data, encoding: .utf8) else {
-        throw InputError(description: "\(path): neither CBOR nor Base64 text")
+        throw InputError(description: "\(Terminal.safe(path, limit: 256)): neither CBOR nor Base64 text")
     }
-    guard let bytes = decodeBase64(text) else { throw InputError(description: "\(path): neither CBOR nor Base64 text") }
+    guard let bytes = decodeBase64(text) else {
+        throw InputError(description: "\(Terminal.safe(path, limit: 256)): neither CBOR nor Base64 text")
+    }
     return bytes
 }
 

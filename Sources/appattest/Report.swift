@@ -26,10 +26,10 @@ indirect enum Report {
             for (key, value) in fields {
                 switch value {
                 case .object(let inner) where !inner.isEmpty:
-                    out += "\(pad)\(key):\n"
+                    out += "\(pad)\(Terminal.safe(key)):\n"
                     value.write(into: &out, indent: indent + 1)
                 case .list(let items) where !items.isEmpty:
-                    out += "\(pad)\(key):\n"
+                    out += "\(pad)\(Terminal.safe(key)):\n"
                     for (index, item) in items.enumerated() {
                         if case .object = item {
                             out += "\(pad)  [\(index)]\n"
@@ -39,7 +39,7 @@ indirect enum Report {
                         }
                     }
                 default:
-                    out += "\(pad)\(key): \(value.scalar)\n"
+                    out += "\(pad)\(Terminal.safe(key)): \(value.scalar)\n"
                 }
             }
         case .list(let items):
@@ -51,7 +51,7 @@ indirect enum Report {
 
     private var scalar: String {
         switch self {
-        case .text(let text): return text
+        case .text(let text): return Terminal.safe(text)
         case .number(let number): return String(number)
         case .bool(let value): return String(value)
         case .null: return "(none)"
@@ -126,5 +126,30 @@ extension Report {
         case .byteString(let bytes): return "h'\(bytes.hexString)'"
         default: return "\(key)"
         }
+    }
+}
+
+/// Text from files and arguments made safe to print on a terminal: control characters (C0, DEL, C1) and the
+/// Unicode controls that reorder text are shown as `\u{…}` escapes, so that a hostile file can neither move the
+/// cursor, repaint the screen nor forge a line; and anything beyond `limit` characters is cut with a count.
+enum Terminal {
+    static func safe(_ text: String, limit: Int = 1000) -> String {
+        var out = ""
+        var count = 0
+        for scalar in text.unicodeScalars {
+            if count == limit {
+                let rest = text.unicodeScalars.count - limit
+                out += "…(\(rest) more characters)"
+                break
+            }
+            count += 1
+            switch scalar.value {
+            case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069:
+                out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }

@@ -31,12 +31,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("unknown log level \(logLevel)")
+            throw ValidationError("unknown log level \(Terminal.safe(logLevel, limit: 32))")
         }
         switch logFormat {
         case "json": LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         case "text": break
-        default: throw ValidationError("unknown log format \(logFormat)")
+        default: throw ValidationError("unknown log format \(Terminal.safe(logFormat, limit: 32))")
         }
         var logger = Logger(label: "appattest.serve")
         logger.logLevel = level

@@ -52,7 +52,8 @@ struct SimulateCommand: AsyncParsableCommand {
             let file = AuthorityFile(
                 rootKey: P384.Signing.PrivateKey().rawRepresentation.base64EncodedString(),
                 intermediateKey: P384.Signing.PrivateKey().rawRepresentation.base64EncodedString())
-            try JSONEncoder().encode(file).write(to: URL(fileURLWithPath: "\(out)/authority.json"))
+            // Private keys: 0600 from the first byte.
+            try SecretFile.write(Array(try JSONEncoder().encode(file)), to: "\(out)/authority.json")
             let authority = try SimulateCommand.authority(out)
             let pem = Data(authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
             try "-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".write(
@@ -85,7 +86,7 @@ struct SimulateCommand: AsyncParsableCommand {
             let object = try device.attest(challenge: bytes)
             let state = DeviceFile(
                 appId: appID, privateKey: device.privateKey.rawRepresentation.base64EncodedString(), counter: 0)
-            try JSONEncoder().encode(state).write(to: URL(fileURLWithPath: "\(dir)/device.json"))
+            try SecretFile.write(Array(try JSONEncoder().encode(state)), to: "\(dir)/device.json")
             print(
                 try SimulateCommand.json([
                     "keyId": device.keyID.base64EncodedString,
@@ -127,7 +128,7 @@ struct SimulateCommand: AsyncParsableCommand {
             body["clientData"] = Data(data).base64EncodedString()
             var next = state
             next.counter = device.counter
-            try JSONEncoder().encode(next).write(to: URL(fileURLWithPath: "\(dir)/device.json"))
+            try SecretFile.write(Array(try JSONEncoder().encode(next)), to: "\(dir)/device.json")
             print(try SimulateCommand.json(body))
         }
     }

@@ -1,5 +1,6 @@
 #if AppleServerAPI && Hummingbird
 import AppAttestTesting
+import AppAttestStore
 import AppleDeviceAPITesting
 import ArgumentParser
 import Crypto
@@ -25,7 +26,7 @@ struct StandInCommand: AsyncParsableCommand {
 
     func run() async throws {
         let key = P256.Signing.PrivateKey()
-        try key.pemRepresentation.write(toFile: keyOut, atomically: true, encoding: .utf8)
+        try SecretFile.write(Array(key.pemRepresentation.utf8), to: keyOut)
         let receipts = try TestReceiptAuthority()
         let rootPath = URL(fileURLWithPath: keyOut).deletingLastPathComponent().appendingPathComponent(
             "receipt-root.der")

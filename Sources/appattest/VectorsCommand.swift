@@ -35,12 +35,12 @@ struct RunVectors: ParsableCommand {
             do {
                 file = try TestVectorFile(jsonData: try readInput(path, limit: TestVectorFile.maximumFileSize))
             } catch {
-                print("FAIL \(path): \(error)")
+                print("FAIL \(Terminal.safe(path)): \(Terminal.safe("\(error)"))")
                 failed += 1
                 continue
             }
             for outcome in TestVectorRunner(file: file).run() {
-                print(outcome)
+                print(Terminal.safe(outcome.description))
                 if outcome.passed { passed += 1 } else { failed += 1 }
             }
         }
@@ -65,7 +65,7 @@ struct GenerateVectors: ParsableCommand {
         let outcomes = TestVectorRunner(file: try TestVectorFile(jsonData: data)).run()
         let failures = outcomes.filter { !$0.passed }
         guard failures.isEmpty else {
-            for failure in failures { print(failure) }
+            for failure in failures { print(Terminal.safe("\(failure)")) }
             throw ExitCode(1)
         }
         try data.write(to: URL(fileURLWithPath: output), options: .atomic)

@@ -47,7 +47,7 @@ struct VerifyCommand: ParsableCommand {
         @Option(help: "Verification time, ISO 8601 (default: now).")
         var at: String?
 
-        @Option(help: "Clock skew leeway in seconds.")
+        @Option(help: "Clock skew leeway in seconds (0 to 86400).")
         var leeway: Double = 0
 
         func validate() throws {
@@ -56,6 +56,9 @@ struct VerifyCommand: ParsableCommand {
             }
             guard AppAttestEnvironment(rawValue: environment) != nil else {
                 throw ValidationError("--environment is development or production")
+            }
+            guard (0...AppAttestVerifier.maximumClockSkewLeeway).contains(leeway) else {
+                throw ValidationError("--leeway is from 0 to 86400 seconds")
             }
         }
 

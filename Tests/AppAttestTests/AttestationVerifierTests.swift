@@ -244,6 +244,9 @@ struct AttestationVerifierTests {
             AppAttestVerifier.Configuration(apps: [app: []]),
             AppAttestVerifier.Configuration(appID: app, environment: .production, clockSkewLeeway: -1),
             AppAttestVerifier.Configuration(appID: app, environment: .production, clockSkewLeeway: .infinity),
+            // Finite but absurd: it overflowed the time arithmetic and crashed the command (audit finding 8).
+            AppAttestVerifier.Configuration(appID: app, environment: .production, clockSkewLeeway: 1e19),
+            AppAttestVerifier.Configuration(appID: app, environment: .production, clockSkewLeeway: .nan),
             AppAttestVerifier.Configuration(
                 appID: app, environment: .production,
                 trustAnchor: .customRootForTesting(derRepresentation: [0x30, 0x00])),

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `appattest` command run as a user runs it, on hostile files.
+@Suite("appattest: hostile files and secrets")
+struct CommandTests {
+    /// The `appattest` executable, built beside the test bundle.
+    static let appattest: URL = {
+        let beside = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("appattest")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
+            ".build/debug/appattest")
+    }()
+
+    /// Runs the command; returns its standard output and error as bytes, and its exit status.
+    func run(_ arguments: [String]) throws -> (output: [UInt8], status: Int32) {
+        let process = Process()
+        process.executableURL = Self.appattest
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (Array(data), process.terminationStatus)
+    }
+
+    static func directory() throws -> String {
+        let path = NSTemporaryDirectory() + "appattest-command-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    @Test("vectors: escape sequences and forged lines in a hostile file are printed escaped, never raw")
+    func vectorsEscapes() throws {
+        let path = try Self.directory() + "/hostile.json"
+        let hostileID = "x\u{1B}[2J\u{1B}[H\r\n74 passed, 0 failed\u{202E}"
+        let file: [String: Any] = [
+            "format": "app-attest-test-vectors", "version": 1,
+            "vectors": [
+                [
+                    "id": hostileID, "kind": "assertion", "appId": "ABCDE12345.com.example.app",
+                    "expect": "valid", "assertion": "AA==", "clientData": "AA==", "publicKey": "AA==",
+                    "previousCounter": 0,
+                ]
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
+        let (output, _) = try run(["vectors", path])
+        #expect(!output.contains(0x1B), "an ESC byte reached the terminal")
+        #expect(!output.contains(0x0D), "a carriage return reached the terminal")
+        let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
+        #expect(lines.filter { $0 == "74 passed, 0 failed" }.isEmpty, "a forged summary line")
+        #expect(!String(decoding: output, as: UTF8.self).contains("\u{202E}"))
+    }
+
+    @Test("messages about a huge argument or a huge string in a file are bounded")
+    func boundedErrors() throws {
+        // 100,000 characters: near the largest single argument Linux passes to a process.
+        let (output, status) = try run(["inspect", String(repeating: "A", count: 100_000)])
+        #expect(status != 0)
+        #expect(output.count < 4096, "\(output.count) bytes of error output")
+
+        let path = try Self.directory() + "/huge.json"
+        let file: [String: Any] = [
+            "format": "app-attest-test-vectors", "version": 1,
+            "vectors": [
+                [
+                    "id": String(repeating: "B", count: 500_000), "kind": "assertion",
+                    "appId": "ABCDE12345.com.example.app", "expect": "valid", "assertion": "AA==",
+                    "clientData": "AA==", "publicKey": "AA==", "previousCounter": 0,
+                ]
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
+        let (vectorOutput, _) = try run(["vectors", path])
+        #expect(vectorOutput.count < 8192, "\(vectorOutput.count) bytes of output")
+    }
+
+    func permissions(_ path: String) -> mode_t {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return 0o7777 }
+        return info.st_mode & 0o777
+    }
+
+    @Test("simulate writes its private keys 0600")
+    func simulateSecrets() throws {
+        let directory = try Self.directory()
+        let (output, status) = try run(["simulate", "authority", "--out", directory])
+        #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
+        #expect(permissions(directory + "/authority.json") == 0o600)
+        let (attestOutput, attestStatus) = try run([
+            "simulate", "attest", "--dir", directory, "--app-id", "ABCDE12345.com.example.app", "--challenge",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+        ])
+        #expect(attestStatus == 0, "\(String(decoding: attestOutput, as: UTF8.self))")
+        #expect(permissions(directory + "/device.json") == 0o600)
+    }
+
+    @Test("verify --leeway 1e19 is refused with a message, not a crash")
+    func hugeLeeway() throws {
+        let (output, status) = try run([
+            "verify", "attestation", "/dev/null", "--app-id", "ABCDE12345.com.example.app", "--key-id",
+            "YmbJO4x5nEHUvncp9zdWuVZjNBEMgJn3cdSToAXQe3M=", "--challenge", "utf8:x", "--leeway", "1e19",
+        ])
+        #expect(status == 1 || status == 64, "exit \(status): \(String(decoding: output, as: UTF8.self))")
+        #expect(String(decoding: output, as: UTF8.self).contains("leeway"))
+    }
+}
