@@ -68,8 +68,9 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    /// The largest clock skew leeway accepted, in seconds (a day).
-    public static let maximumClockSkewLeeway: TimeInterval = 86400
+    /// The largest clock skew leeway accepted, in seconds (a week): enough for replaying recorded data, and far
+    /// from the values that would overflow time arithmetic.
+    public static let maximumClockSkewLeeway: TimeInterval = 604_800
 
     /// The configuration this verifier was built from.
     public let configuration: Configuration
@@ -88,7 +89,8 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.invalidConfiguration, "an App ID allows no environment")
         }
         guard (0...Self.maximumClockSkewLeeway).contains(configuration.clockSkewLeeway) else {
-            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be from 0 to 86400 seconds")
+            throw AppAttestError(
+                .invalidConfiguration, "the clock skew leeway must be from 0 to 604800 seconds (a week)")
         }
         let root: X509Certificate
         do { root = try X509Certificate(derEncoded: configuration.trustAnchor.derRepresentation) } catch {

@@ -191,7 +191,7 @@ public struct AppAttestReceiptValidator: Sendable {
         ///   - trustAnchor: the root the signer must chain to.
         ///   - verificationTime: when the signer's certificates must be valid.
         ///   - maximumAge: how old a freshly received receipt may be, in seconds.
-        ///   - clockSkewLeeway: how far in the future a creation time may be, in seconds (0 to 86400).
+        ///   - clockSkewLeeway: how far in the future a creation time may be, in seconds (0 to a week).
         public init(
             trustAnchor: TrustAnchor = .appleRootCAG3, verificationTime: AppAttestVerifier.VerificationTime = .now,
             maximumAge: TimeInterval = 300, clockSkewLeeway: TimeInterval = 60
@@ -253,7 +253,8 @@ public struct AppAttestReceiptValidator: Sendable {
             throw AppAttestError(.invalidConfiguration, "the maximum receipt age must be a finite, non-negative number")
         }
         guard (0...AppAttestVerifier.maximumClockSkewLeeway).contains(configuration.clockSkewLeeway) else {
-            throw AppAttestError(.invalidConfiguration, "the clock skew leeway must be from 0 to 86400 seconds")
+            throw AppAttestError(
+                .invalidConfiguration, "the clock skew leeway must be from 0 to 604800 seconds (a week)")
         }
         do {
             chainVerifier = try ChainVerifier(

@@ -47,7 +47,7 @@ struct VerifyCommand: ParsableCommand {
         @Option(help: "Verification time, ISO 8601 (default: now).")
         var at: String?
 
-        @Option(help: "Clock skew leeway in seconds (0 to 86400).")
+        @Option(help: "Clock skew leeway in seconds (0 to 604800, a week).")
         var leeway: Double = 0
 
         func validate() throws {
@@ -58,7 +58,7 @@ struct VerifyCommand: ParsableCommand {
                 throw ValidationError("--environment is development or production")
             }
             guard (0...AppAttestVerifier.maximumClockSkewLeeway).contains(leeway) else {
-                throw ValidationError("--leeway is from 0 to 86400 seconds")
+                throw ValidationError("--leeway is from 0 to 604800 seconds (a week)")
             }
         }
 

@@ -279,7 +279,7 @@ struct AttestationVerifierTests {
             "signatureInvalid", "counterNotIncreasing",
         ]
         for reason in reasons { #expect(AppAttestError.Code(reason)?.description == reason) }
-        #expect(AppAttestError.Code.allCases.count == reasons.count + 6)
+        #expect(AppAttestError.Code.allCases.count == reasons.count + 7)
         #expect(AppAttestError.Code("nope") == nil)
     }
 }
