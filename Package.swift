@@ -66,6 +66,7 @@ let package = Package(
         // Behind traits.
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
@@ -133,6 +134,7 @@ let package = Package(
             dependencies: [
                 "AppAttestStore", "AppAttest", .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: postgres),
             ],
             swiftSettings: strict
         ),
@@ -252,6 +254,8 @@ let package = Package(
                 "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
                 "appattest-store-worker", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

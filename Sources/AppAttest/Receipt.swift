@@ -184,7 +184,7 @@ public struct AppAttestReceiptValidator: Sendable {
         /// How old a freshly received receipt may be (Apple: five minutes).
         public var maximumAge: TimeInterval
         /// How far in the future a receipt's creation time may be, for clock skew (a minute by default, at most a
-        /// day). Beyond it the receipt is refused with `receiptFromTheFuture`.
+        /// week). Beyond it the receipt is refused with `receiptFromTheFuture`.
         public var clockSkewLeeway: TimeInterval
 
         /// - Parameters:

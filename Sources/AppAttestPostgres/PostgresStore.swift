@@ -4,6 +4,7 @@ public import AppAttestStore
 public import Foundation
 public import Logging
 public import PostgresNIO
+import NIOSSL
 import Synchronization
 
 /// The shared store for fleets of servers: PostgreSQL through postgres-nio's pooled `PostgresClient`.
@@ -16,42 +17,143 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     private let logger: Logger
     private let runner = Mutex<Task<Void, Never>?>(nil)
 
-    /// Connects with a URL `postgres://user[:password]@host[:port]/database` (TLS off: for a database on the
-    /// same host or network; pass a `PostgresClient.Configuration` for TLS), runs the client, and migrates.
-    public static func connect(url: String, logger: Logger = Logger(label: "AppAttestPostgres"))
-        async throws(StoreError)
-        -> PostgresAppAttestStore
-    {
-        guard let components = URLComponents(string: url),
-            ["postgres", "postgresql"].contains(components.scheme ?? ""),
-            let host = components.host, let user = components.user
-        else { throw StoreError(.unavailable, "not a postgres:// URL") }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
-        return try await connect(configuration: configuration, logger: logger)
-    }
-
-    /// Connects with a full client configuration.
+    /// Connects with a URL `postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`, runs the
+    /// client, and migrates. See ``configuration(url:)`` for TLS.
+    /// - Parameters:
+    ///   - url: the database URL.
+    ///   - logger: where the client logs.
+    ///   - startupTimeout: how long to wait for the database before failing (a database that cannot be reached
+    ///     otherwise keeps the pool retrying forever).
+    /// - Throws: `StoreError.Kind.unavailable` with a message when the URL is not usable or the database does not
+    ///   answer in time.
     public static func connect(
-        configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres")
+        url: String, logger: Logger = Logger(label: "AppAttestPostgres"), startupTimeout: Duration = .seconds(30)
     )
         async throws(StoreError) -> PostgresAppAttestStore
     {
-        let store = PostgresAppAttestStore(
-            client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
-        let client = store.client
+        try await connect(configuration: try configuration(url: url), logger: logger, startupTimeout: startupTimeout)
+    }
+
+    /// The client configuration for a URL, with TLS chosen as libpq's `sslmode` chooses it:
+    ///
+    /// | `sslmode` | |
+    /// |---|---|
+    /// | `disable` | no TLS |
+    /// | `prefer` (default) | TLS when the server offers it, certificate not verified |
+    /// | `require` | TLS or fail, certificate not verified |
+    /// | `verify-ca` | TLS or fail, certificate chained to `sslrootcert` (or the system's roots) |
+    /// | `verify-full` | as `verify-ca`, and the certificate names the host |
+    ///
+    /// `sslrootcert` is the path of a PEM file of the CA certificates to trust.
+    public static func configuration(url: String) throws(StoreError) -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url),
+            ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, let user = components.user
+        else { throw StoreError(.unavailable, "not a postgres://user@host/database URL") }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let query = Dictionary(
+            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        if let root = query["sslrootcert"] {
+            guard FileManager.default.isReadableFile(atPath: root) else {
+                throw StoreError(.unavailable, "sslrootcert: cannot read \(root.prefix(256))")
+            }
+            tlsConfiguration.trustRoots = .file(root)
+        }
+        let tls: PostgresClient.Configuration.TLS
+        switch query["sslmode"] ?? "prefer" {
+        case "disable":
+            tls = .disable
+        case "prefer", "allow":
+            tlsConfiguration.certificateVerification = .none
+            tls = .prefer(tlsConfiguration)
+        case "require":
+            tlsConfiguration.certificateVerification = .none
+            tls = .require(tlsConfiguration)
+        case "verify-ca":
+            tlsConfiguration.certificateVerification = .noHostnameVerification
+            tls = .require(tlsConfiguration)
+        case "verify-full":
+            tlsConfiguration.certificateVerification = .fullVerification
+            tls = .require(tlsConfiguration)
+        default:
+            throw StoreError(
+                .unavailable, "sslmode is one of disable, prefer, require, verify-ca, verify-full")
+        }
+        return PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: tls)
+    }
+
+    /// Connects with a full client configuration: runs its own client, and migrates.
+    /// - Parameters:
+    ///   - configuration: the client configuration.
+    ///   - logger: where the client logs.
+    ///   - startupTimeout: how long to wait for the database before failing.
+    public static func connect(
+        configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres"),
+        startupTimeout: Duration = .seconds(30)
+    )
+        async throws(StoreError) -> PostgresAppAttestStore
+    {
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let store = PostgresAppAttestStore(client: client, logger: logger)
         store.runner.withLock { $0 = Task { await client.run() } }
         // Let the pool's run loop start before the first query leases a connection.
         for _ in 0..<10 { await Task.yield() }
         do {
-            try await store.migrate()
+            try await store.migrate(within: startupTimeout)
         } catch {
             store.shutdown()
             throw error
         }
         return store
+    }
+
+    /// A store on a client that your application owns and runs (for example as a service of its `ServiceGroup`):
+    /// the store migrates through it and never stops it. The client must be running, or start running within
+    /// `startupTimeout`.
+    /// - Parameters:
+    ///   - client: your client.
+    ///   - logger: where the store logs.
+    ///   - startupTimeout: how long to wait for the database before failing.
+    public static func make(
+        client: PostgresClient, logger: Logger = Logger(label: "AppAttestPostgres"),
+        startupTimeout: Duration = .seconds(30)
+    ) async throws(StoreError) -> PostgresAppAttestStore {
+        let store = PostgresAppAttestStore(client: client, logger: logger)
+        try await store.migrate(within: startupTimeout)
+        return store
+    }
+
+    /// Migrates, or fails once `timeout` has passed without an answer.
+    private func migrate(within timeout: Duration) async throws(StoreError) {
+        let outcome: Result<Void, StoreError> = await withTaskGroup(of: Result<Void, StoreError>?.self) { group in
+            group.addTask {
+                do throws(StoreError) { try await self.migrate() } catch { return .failure(error) }
+                return .success(())
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return Task.isCancelled
+                    ? nil
+                    : .failure(
+                        StoreError(
+                            .unavailable,
+                            "PostgreSQL did not answer within \(timeout.components.seconds) s (is the database up, and "
+                                + "are host, port, credentials and sslmode right?)"))
+            }
+            var first: Result<Void, StoreError>?
+            for await result in group {
+                if let result {
+                    first = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return first ?? .failure(StoreError(.unavailable, "PostgreSQL start-up was cancelled"))
+        }
+        try outcome.get()
     }
 
     private init(client: PostgresClient, logger: Logger) {

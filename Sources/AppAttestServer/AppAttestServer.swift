@@ -78,7 +78,9 @@ public final class AppAttestServer: Sendable {
             store = givenStore
             closeStore = {}
         } else if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
-            let postgres = try await PostgresAppAttestStore.connect(url: configuration.database, logger: logger)
+            let postgres = try await PostgresAppAttestStore.connect(
+                url: configuration.database, logger: logger,
+                startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)))
             store = postgres
             closeStore = { postgres.shutdown() }
         } else {

@@ -341,5 +341,24 @@ struct ServerHardeningTests {
             #expect(F.json(response)["revokedAt"] == nil)
         }
     }
+
+    @Test(
+        "with the database unreachable, start-up fails within startupTimeoutSeconds with a message",
+        .timeLimit(.minutes(1)))
+    func unreachableDatabase() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        configuration.database = "postgres://postgres@127.0.0.1:1/appattest?sslmode=disable"
+        configuration.startupTimeoutSeconds = 2
+        let start = ContinuousClock.now
+        do {
+            let server = try await AppAttestServer.open(configuration: configuration)
+            await server.close()
+            Issue.record("the server opened on an unreachable database")
+        } catch {
+            #expect("\(error)".contains("did not answer"), "\(error)")
+        }
+        #expect(ContinuousClock.now - start < .seconds(15))
+    }
 }
 #endif  // Service

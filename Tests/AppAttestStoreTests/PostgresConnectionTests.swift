@@ -1,0 +1,118 @@
+#if PostgreSQL
+import AppAttest
+import AppAttestPostgres
+import AppAttestStore
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// How the PostgreSQL store connects: TLS as `sslmode` says, a client the application owns, and a bounded start-up.
+/// The TLS cases need `APPATTEST_POSTGRES_CA` (the CA of the test server's certificate; `.ci/run` sets it).
+@Suite("PostgreSQL connections (audit finding 11)")
+struct PostgresConnectionTests {
+    static var url: String? { Backend.postgresURL }
+    static var caFile: String? { ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_CA"] }
+    static var tlsAvailable: Bool {
+        (url != nil && caFile != nil) || ProcessInfo.processInfo.environment["CI"] != nil
+    }
+
+    /// The test server's URL with `host` and the query `parameters`.
+    static func url(host: String = "127.0.0.1", _ parameters: String) throws -> String {
+        let base = try #require(url, "APPATTEST_POSTGRES_URL is not set")
+        var components = try #require(URLComponents(string: base))
+        components.host = host
+        components.query = parameters.isEmpty ? nil : parameters
+        return try #require(components.string)
+    }
+
+    /// Whether the client's connection to the server is encrypted, as the server sees it.
+    static func usesTLS(_ configuration: PostgresClient.Configuration) async throws -> Bool {
+        let client = PostgresClient(configuration: configuration)
+        return try await withThrowingTaskGroup(of: Bool?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            let rows = try await client.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            var encrypted = false
+            for try await value in rows.decode(Bool.self) { encrypted = value }
+            group.cancelAll()
+            return encrypted
+        }
+    }
+
+    /// A store works: a challenge goes in and comes out once.
+    static func exercise(_ store: PostgresAppAttestStore) async throws {
+        let challenge = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        try await store.insertChallenge(
+            ChallengeRecord(
+                challenge: challenge, purpose: "attestation", keyID: nil, userID: nil,
+                expiresAt: Date().addingTimeInterval(60)))
+        #expect(try await store.consumeChallenge(challenge, purpose: "attestation", keyID: nil, userID: nil) != nil)
+    }
+
+    @Test("sslmode=require and sslmode=verify-full with sslrootcert connect over TLS", .enabled(if: tlsAvailable))
+    func tls() async throws {
+        let ca = try #require(Self.caFile, "APPATTEST_POSTGRES_CA is not set")
+        for url in [
+            try Self.url("sslmode=require"),
+            try Self.url(host: "localhost", "sslmode=verify-full&sslrootcert=\(ca)"),
+        ] {
+            #expect(try await Self.usesTLS(try PostgresAppAttestStore.configuration(url: url)), "\(url)")
+            let store = try await PostgresAppAttestStore.connect(url: url, startupTimeout: .seconds(20))
+            try await Self.exercise(store)
+            store.shutdown()
+        }
+        #expect(try await !Self.usesTLS(try PostgresAppAttestStore.configuration(url: try Self.url("sslmode=disable"))))
+    }
+
+    @Test(
+        "verify-full refuses a server whose certificate is not from a trusted CA", .enabled(if: tlsAvailable),
+        .timeLimit(.minutes(1)))
+    func untrustedServer() async throws {
+        // The system's roots do not include the test CA.
+        let url = try Self.url(host: "localhost", "sslmode=verify-full")
+        await #expect(throws: StoreError.self) {
+            _ = try await PostgresAppAttestStore.connect(url: url, startupTimeout: .seconds(3))
+        }
+    }
+
+    @Test("an unknown sslmode or an unreadable sslrootcert is refused with a message")
+    func badParameters() {
+        #expect(throws: StoreError.self) {
+            _ = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db?sslmode=sometimes")
+        }
+        #expect(throws: StoreError.self) {
+            _ = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db?sslmode=verify-full&sslrootcert=/nope")
+        }
+    }
+
+    @Test("an unreachable database fails within the start-up timeout", .timeLimit(.minutes(1)))
+    func unreachable() async throws {
+        let start = ContinuousClock.now
+        await #expect(throws: StoreError.self) {
+            _ = try await PostgresAppAttestStore.connect(
+                url: "postgres://postgres@127.0.0.1:1/appattest?sslmode=disable", startupTimeout: .seconds(2))
+        }
+        #expect(ContinuousClock.now - start < .seconds(15))
+    }
+
+    @Test(
+        "a store on the application's own client: it migrates and works, and never stops the client",
+        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func applicationClient() async throws {
+        let client = PostgresClient(configuration: try PostgresAppAttestStore.configuration(url: try Self.url("")))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            let store = try await PostgresAppAttestStore.make(client: client, startupTimeout: .seconds(20))
+            try await Self.exercise(store)
+            store.shutdown()
+            // The client is the application's: still running.
+            let rows = try await client.query("SELECT 1")
+            for try await value in rows.decode(Int.self) { #expect(value == 1) }
+            group.cancelAll()
+        }
+    }
+}
+#endif  // PostgreSQL
