@@ -2,7 +2,7 @@
 public import AppAttestStore
 public import ServiceLifecycle
 
-/// Runs an ``AppAttestStore/AppAttestChallengePurger`` as a swift-service-lifecycle service, so that expired
+/// Runs an `AppAttestChallengePurger` as a swift-service-lifecycle service, so that expired
 /// challenges are deleted for as long as the application runs:
 ///
 /// ```swift

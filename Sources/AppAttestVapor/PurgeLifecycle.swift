@@ -3,7 +3,7 @@ public import AppAttestStore
 import Synchronization
 public import Vapor
 
-/// Runs an ``AppAttestStore/AppAttestChallengePurger`` from boot to shutdown, so that expired challenges are
+/// Runs an `AppAttestChallengePurger` from boot to shutdown, so that expired challenges are
 /// deleted for as long as the application runs:
 ///
 /// ```swift

@@ -40,7 +40,7 @@ struct OpenAPITests {
             }
             return operations
         }
-        #expect(operations == 10)
+        #expect(operations == 12)
     }
 }
 #endif  // Service
