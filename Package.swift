@@ -280,7 +280,8 @@ let package = Package(
             name: "AppAttestServerTests",
             dependencies: [
                 "AppAttestServer", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting", "AppAttest",
-                "AppleDeviceAPITesting", "appattest", .product(name: "Crypto", package: "swift-crypto"),
+                "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
                 .product(name: "OpenAPIKit", package: "OpenAPIKit", condition: service),

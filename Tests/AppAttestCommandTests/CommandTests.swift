@@ -102,6 +102,14 @@ struct CommandTests {
         #expect(permissions(directory + "/device.json") == 0o600)
     }
 
+    @Test("stand-in writes its provider key 0600")
+    func standInKey() throws {
+        let key = try Self.directory() + "/stand-in.p8"
+        let (output, status) = try run(["stand-in", "--key-out", key, "--seconds", "1"])
+        #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
+        #expect(permissions(key) == 0o600)
+    }
+
     @Test("verify --leeway 1e19 is refused with a message, not a crash")
     func hugeLeeway() throws {
         let (output, status) = try run([

@@ -1,5 +1,6 @@
 #if Service
 import AppAttest
+import AppAttestHummingbird
 import AppAttestServer
 import AppAttestStore
 import AppAttestTesting
@@ -57,6 +58,13 @@ struct ServerHardeningTests {
             }
         }
         await server.close()
+    }
+
+    @Test("serve runs the purge of expired challenges beside the HTTP server")
+    func purgeRunsInServe() async throws {
+        try await F.withServer { server, _ in
+            #expect(server.makeServices().contains { $0 is AppAttestChallengePurgeService })
+        }
     }
 
     @Test(
