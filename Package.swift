@@ -108,7 +108,7 @@ let package = Package(
         .target(
             name: "AppAttestTesting",
             dependencies: [
-                "AppAttest", "AppAttestVectors", "AppAttestCBOR",
+                "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestStore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

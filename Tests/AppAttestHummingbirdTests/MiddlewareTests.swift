@@ -154,33 +154,11 @@ struct MiddlewareTests {
     }
 }
 
-/// A store whose backend is down.
-struct UnavailableStore: AppAttestStore {
-    func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
-    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
-    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
-        async throws(StoreError) -> ChallengeRecord?
-    { throw fail() }
-    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
-    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
-        throw fail()
-    }
-    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
-    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
-    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
-    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
-    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
-    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
-    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
-        -> Bool
-    { throw fail() }
-}
-
 @Suite("Hummingbird: store down and rate limits")
 struct MiddlewareFailureTests {
     @Test("a store that cannot answer gives 503 storeUnavailable, never a verdict")
     func storeDown() async throws {
-        let router = try MiddlewareTests.makeRouter(store: UnavailableStore())
+        let router = try MiddlewareTests.makeRouter(store: UnavailableAppAttestStore())
         let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
         try await Application(router: router).test(.router) { client in
             try await client.execute(

@@ -15,28 +15,6 @@ import Testing
 import Glibc
 #endif
 
-/// A store whose backend is down.
-struct DownStore: AppAttestStore {
-    func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
-    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
-    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
-        async throws(StoreError) -> ChallengeRecord?
-    { throw fail() }
-    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
-    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
-        throw fail()
-    }
-    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
-    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
-    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
-    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
-    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
-    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
-    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
-        -> Bool
-    { throw fail() }
-}
-
 /// The findings of the independent audit of `appattest serve`, each reproduced here.
 @Suite("appattest serve: audit findings")
 struct ServerHardeningTests {
@@ -46,7 +24,7 @@ struct ServerHardeningTests {
     func probes() async throws {
         let directory = try F.directory()
         let configuration = try F.configuration(directory: directory)
-        let server = try await AppAttestServer.open(configuration: configuration, store: DownStore())
+        let server = try await AppAttestServer.open(configuration: configuration, store: UnavailableAppAttestStore())
         try await server.makeApplication().test(.router) { client in
             try await client.execute(uri: "/health/live", method: .get) { response in
                 #expect(response.status == .ok)

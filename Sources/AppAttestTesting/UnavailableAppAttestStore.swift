@@ -1,0 +1,30 @@
+public import AppAttest
+public import AppAttestStore
+public import Foundation
+
+/// A store whose backend is down: every operation throws `StoreError.Kind.unavailable`. Use it to test that your
+/// routes answer 503 (and never a verdict) when the database cannot answer.
+public struct UnavailableAppAttestStore: AppAttestStore {
+    /// A store that fails every operation.
+    public init() {}
+
+    private func fail() -> StoreError { StoreError(.unavailable, "connection refused") }
+
+    public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { throw fail() }
+    public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    { throw fail() }
+    public func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? { throw fail() }
+    public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        throw fail()
+    }
+    public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
+    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
+    public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
+    public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
+    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
+    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
+        async throws(StoreError) -> Bool
+    { throw fail() }
+}
