@@ -30,6 +30,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             do { try SecretFile.createIfMissing(path) } catch {
                 throw StoreError(.unavailable, error.description)
             }
+            // Files left by an earlier version, or by SQLite before the database was narrowed.
+            SecretFile.narrow(path + "-wal")
+            SecretFile.narrow(path + "-shm")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)

@@ -39,14 +39,26 @@ package enum SecretFile {
         }
     }
 
-    /// Creates an empty file 0600 at `path` unless one exists (a database about to be opened).
+    /// Creates an empty file 0600 at `path` unless one exists (a database about to be opened); an existing one of
+    /// this user's that others could read or write is narrowed to 0600.
     package static func createIfMissing(_ path: String) throws(Refusal) {
         let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
             close(descriptor)
-        } else if errno != EEXIST {
+        } else if errno == EEXIST {
+            narrow(path)
+        } else {
             throw Refusal(description: "cannot create \(path): \(errorText())")
         }
+    }
+
+    /// Narrows an existing regular file of this user's to 0600 when others could read or write it.
+    package static func narrow(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(),
+            info.st_mode & 0o077 != 0
+        else { return }
+        chmod(path, 0o600)
     }
 
     /// The bytes of an existing secret file, or nil when there is none. The file must be a regular file (not a

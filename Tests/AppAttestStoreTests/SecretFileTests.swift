@@ -31,6 +31,14 @@ struct SecretFileTests {
         }
     }
 
+    @Test("a database left 0644 by an earlier version is narrowed to 0600 when opened")
+    func existingDatabaseNarrowed() async throws {
+        let path = NSTemporaryDirectory() + "appattest-secret-\(UUID().uuidString).sqlite"
+        FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644])
+        _ = try SQLiteAppAttestStore(path: path)
+        #expect(permissions(path) == 0o600)
+    }
+
     @Test("a secret written atomically is 0600; one readable by others is refused")
     func writeAndRead() throws {
         let path = NSTemporaryDirectory() + "appattest-secret-\(UUID().uuidString)"
