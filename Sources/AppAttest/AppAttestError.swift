@@ -62,6 +62,7 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
         /// (<doc:ReceiptsAndRiskMetric>).
         public static let receiptFromTheFuture = Code(.receiptFromTheFuture)
 
+        /// Every code, in declaration order.
         public static var allCases: [Code] { Backing.allCases.map(Code.init) }
 
         /// The code's name, identical to the test-vector reason where one exists (e.g. `nonceMismatch`).
@@ -83,6 +84,7 @@ public struct AppAttestError: Error, Sendable, Hashable, CustomStringConvertible
     /// Where the error was raised, for diagnostics.
     public let line: Int
 
+    /// An error with a code and a reason; `file` and `line` say where it was raised.
     public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.reason = reason

@@ -23,13 +23,21 @@ public struct AuthenticatorData: Sendable, Hashable {
 
     /// The WebAuthn flags byte (<doc:VerifyingAttestations>).
     public struct Flags: OptionSet, Sendable, Hashable {
+        /// The flags byte.
         public let rawValue: UInt8
+        /// Flags from their byte.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// UP: the user was present.
         public static let userPresent = Flags(rawValue: 0x01)
+        /// UV: the user was verified.
         public static let userVerified = Flags(rawValue: 0x04)
+        /// BE: the credential may be backed up.
         public static let backupEligible = Flags(rawValue: 0x08)
+        /// BS: the credential is backed up.
         public static let backupState = Flags(rawValue: 0x10)
+        /// AT: attested credential data follows (Apple sets it in assertions too).
         public static let attestedCredentialData = Flags(rawValue: 0x40)
+        /// ED: extension data follows (Apple leaves it clear when iOS 27 appends extensions).
         public static let extensionData = Flags(rawValue: 0x80)
     }
 

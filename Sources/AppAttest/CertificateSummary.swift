@@ -4,18 +4,27 @@ public import Foundation
 /// What a certificate says, for display and logs: names, validity, key and extensions, with Apple's App
 /// Attest extensions decoded (<doc:VerifyingAttestations>). Reading a summary verifies nothing.
 public struct CertificateSummary: Sendable, Hashable, Codable {
+    /// The subject as an RFC 2253 string.
     public var subject: String
+    /// The issuer as an RFC 2253 string.
     public var issuer: String
+    /// The serial number in hex.
     public var serialNumber: String
+    /// The start of the validity period.
     public var notBefore: Date?
+    /// The end of the validity period.
     public var notAfter: Date?
+    /// The signature algorithm's name.
     public var signatureAlgorithm: String
+    /// The subject public key's algorithm.
     public var publicKeyAlgorithm: String
+    /// The curve of an EC key.
     public var publicKeyCurve: String?
     /// The public point in hex, for EC keys.
     public var publicKey: String?
     /// SHA-256 of the DER, hex.
     public var sha256Fingerprint: String
+    /// Every extension, in certificate order, Apple's decoded where known.
     public var extensions: [Extension]
     /// The nonce of extension 1.2.840.113635.100.8.2, hex, when present and well formed.
     public var appAttestNonce: String?
@@ -26,8 +35,11 @@ public struct CertificateSummary: Sendable, Hashable, Codable {
 
     /// One extension.
     public struct Extension: Sendable, Hashable, Codable {
+        /// The dotted OID.
         public var oid: String
+        /// OpenSSL's name for it, when it has one.
         public var name: String?
+        /// Whether it is marked critical.
         public var critical: Bool
         /// The DER value inside `extnValue`, hex.
         public var value: String

@@ -220,6 +220,7 @@ public struct AppAttestReceiptValidator: Sendable {
         /// (<doc:ReceiptsAndRiskMetric>).
         public var freshlyReceived: Bool
 
+        /// What a receipt must match; `freshlyReceived` chooses the five-minute creation rule.
         public init(
             appID: AppID, publicKey: AttestedPublicKey, clientDataHash: [UInt8]? = nil,
             type: AppAttestReceipt.ReceiptType? = nil, environment: AppAttestEnvironment? = nil,
@@ -243,6 +244,7 @@ public struct AppAttestReceiptValidator: Sendable {
         }
     }
 
+    /// The configuration this validator was built from.
     public let configuration: Configuration
     private let chainVerifier: ChainVerifier
 

@@ -14,6 +14,7 @@ public protocol AppAttestRequestContext: RequestContext {
 /// A ready context for applications that need nothing else.
 public struct AppAttestBasicRequestContext: AppAttestRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// The verified device, once the middleware has accepted the request.
     public var attestedDevice: AttestedDevice?
 
     public init(source: Source) {
@@ -25,6 +26,7 @@ public struct AppAttestBasicRequestContext: AppAttestRequestContext {
 /// data bound to method, path, body and a one-time challenge) and passes the verified device on in the context.
 /// Failures become JSON problem responses (400 malformed, 401 failed verification, 409 replay, 413, 429, 503).
 public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddleware {
+    /// The framework-neutral operations it runs.
     public let operations: AppAttestHTTPOperations
     /// The largest request body hashed into the client data.
     public let maximumBodySize: Int

@@ -13,10 +13,12 @@ import NIOCore
 /// - `POST {path}/attestation` `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
 ///   `{"keyId", "environment", "appId"}`
 public struct AppAttestRoutes<Context: RequestContext>: Sendable {
+    /// The framework-neutral operations the routes run.
     public let operations: AppAttestHTTPOperations
     /// The user to bind a new key to, from your own authentication; nil for none.
     public let userID: @Sendable (Request, Context) -> String?
 
+    /// Routes on `service`; `userID` names the user a new key is bound to (from your authentication).
     public init(service: AppAttestService, userID: @escaping @Sendable (Request, Context) -> String? = { _, _ in nil })
     {
         self.operations = AppAttestHTTPOperations(service: service)

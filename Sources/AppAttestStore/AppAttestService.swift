@@ -4,7 +4,9 @@ import Synchronization
 
 /// Why the service refused a request. Verification failures keep the verifier's own error.
 public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
+    /// A stable code for a refusal.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, as problem responses and metrics show it.
         public let name: String
         private init(_ name: String) { self.name = name }
         public var description: String { name }
@@ -37,11 +39,14 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         public static let tooManyChallenges = Code("tooManyChallenges")
     }
 
+    /// The reason.
     public let code: Code
+    /// What went wrong, for logs (never echoes client bytes).
     public let message: String
     /// The verifier's error, for ``Code/verificationFailed``.
     public let verification: AppAttestError?
 
+    /// An error with a code, a message and, for ``Code/verificationFailed``, the verifier's error.
     public init(_ code: Code, _ message: String, verification: AppAttestError? = nil) {
         self.code = code
         self.message = message
@@ -55,7 +60,9 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
 
 /// A challenge handed to a client.
 public struct IssuedChallenge: Sendable, Hashable {
+    /// The challenge bytes to hand to the app.
     public let challenge: [UInt8]
+    /// When it stops being accepted.
     public let expiresAt: Date
 }
 
@@ -63,6 +70,7 @@ public struct IssuedChallenge: Sendable, Hashable {
 public struct AuthenticatedAssertion: Sendable, Hashable {
     /// The key, with the new counter.
     public let key: KeyRecord
+    /// What the verifier returned for it.
     public let assertion: VerifiedAssertion
 }
 
@@ -71,11 +79,15 @@ public struct AuthenticatedAssertion: Sendable, Hashable {
 public struct AppAttestService: Sendable {
     /// Challenge purposes.
     public enum Purpose {
+        /// Challenges for `attestKey`.
         public static let attestation = "attestation"
+        /// Challenges for `generateAssertion`.
         public static let assertion = "assertion"
     }
 
+    /// The verifier, configured once.
     public let verifier: AppAttestVerifier
+    /// Where challenges, keys and counters are kept.
     public let store: any AppAttestStore
     /// How long a challenge stays usable.
     public let challengeLifetime: TimeInterval

@@ -3,6 +3,7 @@ import Foundation
 
 /// The verified device behind a request, as adapters put it into the request context.
 public struct AttestedDevice: Sendable, Hashable, Codable {
+    /// The key that signed the request.
     public let keyID: KeyID
     /// The user the key is bound to, if any.
     public let userID: String?
@@ -11,6 +12,7 @@ public struct AttestedDevice: Sendable, Hashable, Codable {
     /// The risk metric of the key's latest receipt, if known.
     public let riskMetric: Int?
 
+    /// A verified device.
     public init(keyID: KeyID, userID: String?, counter: UInt32, riskMetric: Int?) {
         self.keyID = keyID
         self.userID = userID
@@ -21,14 +23,18 @@ public struct AttestedDevice: Sendable, Hashable, Codable {
 
 /// A response computed without any web framework: adapters copy status, content type and body.
 public struct AppAttestHTTPResponse: Sendable, Hashable {
+    /// The HTTP status.
     public var status: Int
+    /// The `Content-Type`.
     public var contentType: String
+    /// The body.
     public var body: [UInt8]
     /// Extra headers (e.g. `Retry-After` on 429).
     public var headers: [String: String]
     /// The problem's code, for problem responses (metrics and logs read it here rather than from the body).
     public var problemCode: String?
 
+    /// A response.
     public init(status: Int, contentType: String = "application/json", body: [UInt8], headers: [String: String] = [:]) {
         self.status = status
         self.contentType = contentType
@@ -86,11 +92,13 @@ struct ProblemDocument: Encodable {
 ///   `{"keyId", "appId", "environment"}`
 /// - protected request: the headers of ``AppAttestRequestBinding``.
 public struct AppAttestHTTPOperations: Sendable {
+    /// The service the operations run on.
     public let service: AppAttestService
     /// Limits assertions per key (429 with `Retry-After` beyond it), charged by verified assertions only; nil for
     /// none.
     public let rateLimiter: AppAttestRateLimiter?
 
+    /// Operations on `service`, with an optional per-key rate limiter.
     public init(service: AppAttestService, rateLimiter: AppAttestRateLimiter? = nil) {
         self.service = service
         self.rateLimiter = rateLimiter

@@ -6,6 +6,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
     private var challenges: [[UInt8]: ChallengeRecord] = [:]
     private var keys: [KeyID: KeyRecord] = [:]
 
+    /// An empty store.
     public init() {}
 
     public func insertChallenge(_ record: ChallengeRecord) throws(StoreError) {

@@ -5,14 +5,18 @@ import Synchronization
 /// `ratePerSecond`. Memory is bounded: at most `maximumCallers` buckets are kept; when full, idle (refilled)
 /// buckets are dropped first, then the oldest half.
 public final class AppAttestRateLimiter: Sendable {
+    /// Whether a request may go on.
     public enum Decision: Sendable, Hashable {
         case allowed
         /// Refused; retry after this many seconds (at least 1).
         case limited(retryAfter: Int)
     }
 
+    /// Sustained requests per second per caller.
     public let ratePerSecond: Double
+    /// Requests a caller may make at once.
     public let burst: Double
+    /// How many callers' buckets are kept at most.
     public let maximumCallers: Int
     private let now: @Sendable () -> TimeInterval
 

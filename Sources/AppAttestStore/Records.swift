@@ -14,6 +14,7 @@ public struct ChallengeRecord: Sendable, Hashable {
     /// When it stops being usable.
     public var expiresAt: Date
 
+    /// A challenge record.
     public init(challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?, expiresAt: Date) {
         self.challenge = challenge
         self.purpose = purpose
@@ -25,10 +26,13 @@ public struct ChallengeRecord: Sendable, Hashable {
 
 /// An attested key as stored.
 public struct KeyRecord: Sendable, Hashable {
+    /// The key's identifier.
     public var keyID: KeyID
     /// The user the key is bound to; nil for keys registered without one.
     public var userID: String?
+    /// The App ID it was attested for.
     public var appID: AppID
+    /// The environment it was attested in.
     public var environment: AppAttestEnvironment
     /// The 65-byte uncompressed point.
     public var publicKey: [UInt8]
@@ -38,11 +42,14 @@ public struct KeyRecord: Sendable, Hashable {
     public var receipt: [UInt8]
     /// The risk metric of the latest receipt, when it carried one.
     public var riskMetric: Int?
+    /// When it was registered.
     public var createdAt: Date
+    /// When its receipt was last replaced.
     public var receiptUpdatedAt: Date
     /// When the key was revoked; a revoked key verifies nothing.
     public var revokedAt: Date?
 
+    /// A key record.
     public init(
         keyID: KeyID, userID: String?, appID: AppID, environment: AppAttestEnvironment, publicKey: [UInt8],
         counter: UInt32, receipt: [UInt8], riskMetric: Int?, createdAt: Date, receiptUpdatedAt: Date, revokedAt: Date?

@@ -24,6 +24,7 @@ import Foundation
 /// request.setValue(challenge.base64URLEncoded, forHTTPHeaderField: "App-Attest-Challenge")
 /// ```
 public enum AppAttestRequestBinding {
+    /// The first field of the client data: names the binding and its version.
     public static let domain = "app-attest-request-v1"
     /// Header with the keyId, standard Base64 (as `generateKey` returns it).
     public static let keyIDHeader = "App-Attest-Key-Id"
@@ -82,12 +83,16 @@ public enum AppAttestRequestBinding {
 
 /// A stable problem description for HTTP adapters: status, code and title, never the client's bytes.
 public struct AppAttestProblem: Error, Sendable, Hashable, Codable {
+    /// The HTTP status.
     public var status: Int
+    /// The stable code clients and metrics read.
     public var code: String
+    /// A short, fixed title (never client bytes).
     public var title: String
     /// Seconds after which a rate-limited client may try again (429).
     public var retryAfter: Int?
 
+    /// A problem; `retryAfter` adds a `Retry-After` header (429).
     public init(status: Int, code: String, title: String, retryAfter: Int? = nil) {
         self.status = status
         self.code = code

@@ -21,9 +21,13 @@ import Synchronization
 /// let assertion = try device.assert(clientData: clientData)   // counter 1, then 2, …
 /// ```
 public final class SimulatedDevice: Sendable {
+    /// The authority that certifies this device's key.
     public let authority: TestCertificateAuthority
+    /// The App ID it attests for.
     public let appID: AppID
+    /// The environment it attests in.
     public let environment: AppAttestEnvironment
+    /// The device's P-256 key, as the Secure Enclave would hold it.
     public let privateKey: P256.Signing.PrivateKey
     /// Signs the receipts of attestations, when given.
     public let receiptAuthority: TestReceiptAuthority?
@@ -80,6 +84,7 @@ public final class SimulatedDevice: Sendable {
         public var issuedAt: Date = Date()
         /// Overrides of the leaf validity.
         public var leafNotValidBefore: Date?
+        /// The end of the leaf's validity, when not the default.
         public var leafNotValidAfter: Date?
         /// The OS version in the credCert.
         public var osVersion: String? = "17.4"
@@ -99,6 +104,7 @@ public final class SimulatedDevice: Sendable {
         /// Cut the encoded object to this many bytes.
         public var truncatedTo: Int?
 
+        /// Options that make a genuine attestation.
         public init() {}
     }
 
@@ -237,6 +243,7 @@ public final class SimulatedDevice: Sendable {
         /// Cut the encoded object to this many bytes.
         public var truncatedTo: Int?
 
+        /// Options that make a genuine assertion.
         public init() {}
     }
 

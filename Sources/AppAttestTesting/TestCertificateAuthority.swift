@@ -105,11 +105,14 @@ public struct TestCertificateAuthority: Sendable {
         public var osVersion: String?
         /// Adds the extended key usage `1.2.840.113635.100.4.24` of leaves issued since 2026.
         public var appAttestExtendedKeyUsage: Bool
+        /// The start of the leaf's validity.
         public var notValidBefore: Date
+        /// The end of the leaf's validity.
         public var notValidAfter: Date
         /// The subject CN; `hex(SHA-256(point))` when nil, as Apple writes it.
         public var commonName: String?
 
+        /// A validity window for leaves.
         public init(
             publicKey: P256.Signing.PublicKey, nonce: [UInt8]?, appID: String, osVersion: String? = "17.4",
             appAttestExtendedKeyUsage: Bool = false, notValidBefore: Date, notValidAfter: Date

@@ -10,8 +10,11 @@ import X509
 /// attributes, the signature over the payload itself. Validators trust it only through
 /// `TrustAnchor.customRootForTesting(derRepresentation: authority.rootCertificate)`.
 public struct TestReceiptAuthority: Sendable {
+    /// The root certificate, DER: trust it with ``trustAnchor``.
     public let rootCertificate: [UInt8]
+    /// The intermediate certificate, DER.
     public let intermediateCertificate: [UInt8]
+    /// The receipt-signing certificate, DER.
     public let signerCertificate: [UInt8]
     let signerKey: P256.Signing.PrivateKey
     let signerIssuerDER: [UInt8]
@@ -97,16 +100,25 @@ public struct TestReceiptAuthority: Sendable {
     /// The fields of a receipt (“Receipts and the risk metric”). Dates are written as Apple writes them, ISO 8601 with
     /// milliseconds.
     public struct Fields: Sendable {
+        /// Field 2: `TEAMID.bundle.id`.
         public var appID: String
         /// Field 3: the credCert, DER.
         public var attestedCertificate: [UInt8]
+        /// Field 4: the clientDataHash given to `attestKey`.
         public var clientHash: [UInt8]
+        /// Field 5: an opaque token.
         public var token: String
+        /// Field 6: `ATTEST` or `RECEIPT`.
         public var type: String
+        /// Field 7: `sandbox` or `production`.
         public var environment: String?
+        /// Field 12: the creation time.
         public var creationTime: Date
+        /// Field 17: the risk metric (refreshed receipts).
         public var riskMetric: Int?
+        /// Field 19: when the receipt may be refreshed.
         public var notBefore: Date?
+        /// Field 21: the expiration time.
         public var expirationTime: Date?
 
         /// An ATTEST receipt as Apple attaches it to an attestation: expiration 90 days after creation.
@@ -132,6 +144,7 @@ public struct TestReceiptAuthority: Sendable {
             return copy
         }
 
+        /// Fields of a receipt, each optional one left out when nil.
         public init(
             appID: String, attestedCertificate: [UInt8], clientHash: [UInt8], token: String, type: String,
             environment: String?, creationTime: Date, riskMetric: Int?, notBefore: Date?, expirationTime: Date?

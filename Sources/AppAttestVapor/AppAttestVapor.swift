@@ -23,6 +23,7 @@ extension Request {
 /// protected.post("orders") { req in "device \(try req.auth.require(AttestedDevice.self).keyID)" }
 /// ```
 public struct AppAttestMiddleware: AsyncMiddleware {
+    /// The framework-neutral operations it runs.
     public let operations: AppAttestHTTPOperations
     /// The largest request body hashed into the client data.
     public let maximumBodySize: Int
@@ -63,11 +64,14 @@ public struct AppAttestMiddleware: AsyncMiddleware {
 /// try app.register(collection: AppAttestRouteCollection(service: service))
 /// ```
 public struct AppAttestRouteCollection: RouteCollection, Sendable {
+    /// The framework-neutral operations the routes run.
     public let operations: AppAttestHTTPOperations
+    /// Where the routes are mounted.
     public let path: String
     /// The user to bind a new key to, from your own authentication; nil for none.
     public let userID: @Sendable (Request) -> String?
 
+    /// Routes on `service` under `path`; `userID` names the user a new key is bound to.
     public init(
         service: AppAttestService, path: String = "appattest",
         userID: @escaping @Sendable (Request) -> String? = { _ in nil }

@@ -14,6 +14,7 @@ public struct TestVectorFile: Sendable {
     public var description: String?
     /// The root the attestation vectors chain to: Apple's unless the file carries `trustAnchorCertificate`.
     public var trustAnchor: TrustAnchor
+    /// The file's entries, in order: vectors, and entries this version does not understand.
     public var entries: [Entry]
 
     /// A vector, or the reason it could not be read.
@@ -21,6 +22,7 @@ public struct TestVectorFile: Sendable {
         case vector(TestVector)
         case unreadable(id: String, reason: String)
 
+        /// The entry's identifier.
         public var id: String {
             switch self {
             case .vector(let vector): return vector.id
@@ -109,6 +111,7 @@ public struct TestVectorFile: Sendable {
 
 /// One vector: an attestation or an assertion with the outcome the library must produce.
 public struct TestVector: Sendable, Decodable {
+    /// What a vector holds: an attestation or an assertion.
     public enum Kind: String, Sendable, Decodable { case attestation, assertion }
 
     /// The outcome a vector expects.
@@ -145,23 +148,35 @@ public struct TestVector: Sendable, Decodable {
         }
     }
 
+    /// The vector's identifier, named in every failure.
     public var id: String
+    /// Attestation or assertion.
     public var kind: Kind
+    /// The App ID the object was made for.
     public var appID: AppID
+    /// The expected outcome.
     public var expect: Expectation
 
     /// Attestation fields.
     public var attestation: [UInt8]?
+    /// The key identifier (attestations).
     public var keyID: KeyID?
+    /// The exact clientDataHash given to `attestKey`, when the file gives it instead of a challenge.
     public var clientDataHash: [UInt8]?
+    /// The challenge whose SHA-256 is the clientDataHash.
     public var challenge: [UInt8]?
+    /// The environment the verifier allows.
     public var environment: AppAttestEnvironment?
+    /// When the object verifies (recorded leaves expire within days).
     public var verifyAt: Date?
 
     /// Assertion fields.
     public var assertion: [UInt8]?
+    /// The exact client data the app hashed (assertions).
     public var clientData: [UInt8]?
+    /// The attested public key, as a 65-byte point (assertions).
     public var publicKey: [UInt8]?
+    /// The stored counter before this assertion.
     public var previousCounter: UInt32?
 
     private enum CodingKeys: String, CodingKey {

@@ -5,9 +5,13 @@ import Foundation
 public struct TestVectorRunner: Sendable {
     /// One vector's result.
     public struct Outcome: Sendable, CustomStringConvertible {
+        /// The vector's identifier.
         public var id: String
+        /// What the file expects.
         public var expected: String
+        /// What the verifier said.
         public var got: String
+        /// Whether the two agree.
         public var passed: Bool
 
         public var description: String {
@@ -15,8 +19,10 @@ public struct TestVectorRunner: Sendable {
         }
     }
 
+    /// The file whose vectors are run.
     public let file: TestVectorFile
 
+    /// A runner for the vectors of `file`.
     public init(file: TestVectorFile) { self.file = file }
 
     /// Runs every vector in file order.

@@ -4,6 +4,7 @@
 public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
     /// What Apple (or the transport) answered. Stable names; new codes may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name.
         public let name: String
         private init(_ name: String) { self.name = name }
         public var description: String { name }
@@ -62,14 +63,18 @@ public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
         case network
     }
 
+    /// What Apple's answer means.
     public let code: Code
+    /// Whose fault it is.
     public let fault: Fault
     /// The HTTP status, when Apple answered.
     public let status: Int?
     /// The host that was called, so that logs show which environment failed (“DeviceCheck's two bits”).
     public let host: String?
+    /// What happened, for logs.
     public let message: String
 
+    /// An error from Apple's answer (or from the transport).
     public init(_ code: Code, fault: Fault, status: Int? = nil, host: String? = nil, _ message: String) {
         self.code = code
         self.fault = fault

@@ -32,7 +32,9 @@ public struct DeviceCheckClient: Sendable {
 
     /// A month, as `last_update_time` gives it.
     public struct YearMonth: Sendable, Hashable, CustomStringConvertible {
+        /// The year of the last update.
         public let year: Int
+        /// The month of the last update (Apple gives no day).
         public let month: Int
         public var description: String { String(format: "%04d-%02d", year, month) }
 

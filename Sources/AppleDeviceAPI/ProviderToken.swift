@@ -7,8 +7,11 @@ import JWTKit
 /// (“DeviceCheck's two bits”): a key with the DeviceCheck capability, its 10-character Key ID, and the 10-character
 /// Team ID.
 public struct ProviderCredentials: Sendable {
+    /// The 10-character Team ID (`iss`).
     public let teamID: String
+    /// The 10-character Key ID (`kid`).
     public let keyID: String
+    /// The key from the `.p8` file.
     public let privateKey: P256.Signing.PrivateKey
 
     /// - Throws: ``AppleAPIError`` (`invalidCredentials`) when an identifier is not 10 letters or digits.
@@ -56,12 +59,15 @@ public struct ProviderCredentials: Sendable {
 /// injected clock and never in the future: if the clock moves back before a cached token's `iat`, a new token
 /// is made.
 public actor ProviderTokenSource {
+    /// The credentials tokens are signed with.
     public let credentials: ProviderCredentials
+    /// How long a token is reused before a new one is made, in seconds.
     public let renewAfter: TimeInterval
     private let now: @Sendable () -> Date
     private var cached: (token: String, issuedAt: Date)?
     private var keys: JWTKeyCollection?
 
+    /// A token source; `now` is the clock (never sets `iat` in the future).
     public init(
         credentials: ProviderCredentials, renewAfter: TimeInterval = 40 * 60,
         now: @escaping @Sendable () -> Date = { Date() }

@@ -8,10 +8,14 @@ import NIOHTTP1
 /// When to try a request again: only where a retry can help (429, 5xx, no answer), with exponential backoff and
 /// jitter, a bounded number of attempts, and `Retry-After` honoured up to the maximum backoff.
 public struct RetryPolicy: Sendable {
+    /// Attempts in all, the first included.
     public var maximumAttempts: Int
+    /// The wait before the second attempt, in seconds; doubled for each further one.
     public var initialBackoff: TimeInterval
+    /// The longest wait between attempts, in seconds.
     public var maximumBackoff: TimeInterval
 
+    /// A retry policy.
     public init(maximumAttempts: Int = 3, initialBackoff: TimeInterval = 0.2, maximumBackoff: TimeInterval = 5) {
         self.maximumAttempts = max(1, min(maximumAttempts, 10))
         self.initialBackoff = max(0, initialBackoff)

@@ -20,10 +20,14 @@ import Synchronization
 public final class AppleServerStandIn: Sendable {
     /// A provider key the server accepts.
     public struct RegisteredKey: Sendable {
+        /// The Team ID tokens must name.
         public var teamID: String
+        /// The Key ID tokens must name.
         public var keyID: String
+        /// The key tokens must be signed with.
         public var publicKey: P256.Signing.PublicKey
 
+        /// A provider key the stand-in accepts.
         public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey) {
             self.teamID = teamID
             self.keyID = keyID
@@ -31,7 +35,9 @@ public final class AppleServerStandIn: Sendable {
         }
     }
 
+    /// The provider keys it accepts.
     public let keys: [RegisteredKey]
+    /// The authority that signs refreshed receipts.
     public let receiptAuthority: TestReceiptAuthority
     /// The environment of the receipt endpoint: receipts of the other one get 400 Incorrect Environment.
     public let receiptEnvironment: AppAttestEnvironment
@@ -41,6 +47,7 @@ public final class AppleServerStandIn: Sendable {
     let state = StandInState()
     private let running = RunningServer()
 
+    /// A stand-in accepting `keys`, signing receipts with `receiptAuthority`.
     public init(
         keys: [RegisteredKey], receiptAuthority: TestReceiptAuthority,
         receiptEnvironment: AppAttestEnvironment = .production,
