@@ -21,8 +21,12 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
             deadline?.cancel()
+            deadline = nil
+            // Only a request that announces a body can leave one unfinished; the others cost no timer.
+            let length = head.headerFields[.contentLength]
+            guard head.headerFields[.transferEncoding] != nil || (length != nil && length != "0") else { break }
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             deadline = context.eventLoop.scheduleTask(in: timeout) { loopBound.value.close(promise: nil) }
         case .end:
