@@ -158,7 +158,7 @@ public struct AppAttestService: Sendable {
             ? (challengeLimits.perKey, "this key")
             : userID != nil ? (challengeLimits.perUser, "this user") : (challengeLimits.total, "this server")
         let outstanding = try await run { () async throws(StoreError) -> Int in
-            try await store.outstandingChallenges(keyID: keyID, userID: keyID == nil ? userID : nil, now: time)
+            try await store.outstandingChallenges(keyID: keyID, userID: userID, now: time)
         }
         guard outstanding < limit else {
             throw AppAttestServiceError(.tooManyChallenges, "\(limit) unused challenges are outstanding for \(scope)")

@@ -55,12 +55,8 @@ public final class AppAttestRateLimiter: Sendable {
         let time = now()
         return buckets.withLock { buckets in
             guard let bucket = buckets[caller] else { return .allowed }
-            let tokens = min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)
-            guard tokens >= 1 else {
-                let wait = min(Self.maximumRetryAfter, ((1 - tokens) / ratePerSecond).rounded(.up))
-                return .limited(retryAfter: max(1, Int(wait)))
-            }
-            return .allowed
+            let tokens = refilled(bucket, at: time)
+            return tokens >= 1 ? .allowed : refusal(tokens)
         }
     }
 
@@ -69,19 +65,29 @@ public final class AppAttestRateLimiter: Sendable {
         let time = now()
         return buckets.withLock { buckets in
             var bucket = buckets[caller] ?? Bucket(tokens: burst, updated: time)
-            bucket.tokens = min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)
+            bucket.tokens = refilled(bucket, at: time)
             bucket.updated = time
             guard bucket.tokens >= 1 else {
                 buckets[caller] = bucket
-                // Bounded before the conversion: a vanishing rate must not overflow Int.
-                let wait = min(Self.maximumRetryAfter, ((1 - bucket.tokens) / ratePerSecond).rounded(.up))
-                return .limited(retryAfter: max(1, Int(wait)))
+                return refusal(bucket.tokens)
             }
             bucket.tokens -= 1
             if buckets[caller] == nil, buckets.count >= maximumCallers { evict(&buckets, time: time) }
             buckets[caller] = bucket
             return .allowed
         }
+    }
+
+    /// The bucket's tokens at `time`, refilled since it was last used.
+    private func refilled(_ bucket: Bucket, at time: TimeInterval) -> Double {
+        min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)
+    }
+
+    /// The refusal for a bucket holding `tokens` (< 1): the wait until one token is back, bounded before the
+    /// conversion so that a vanishing rate cannot overflow Int.
+    private func refusal(_ tokens: Double) -> Decision {
+        let wait = min(Self.maximumRetryAfter, ((1 - tokens) / ratePerSecond).rounded(.up))
+        return .limited(retryAfter: max(1, Int(wait)))
     }
 
     private func evict(_ buckets: inout [String: Bucket], time: TimeInterval) {

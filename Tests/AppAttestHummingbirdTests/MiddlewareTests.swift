@@ -80,6 +80,24 @@ struct MiddlewareTests {
         return headers
     }
 
+    /// Sends one signed `POST /api/order` per expected status, each with a fresh challenge (signed for
+    /// `signedPath` when given), and checks the statuses in order; a 429 must carry a Retry-After.
+    func sendOrders(
+        _ client: some TestClientProtocol, _ device: SimulatedDevice, expecting statuses: [HTTPResponse.Status],
+        signedPath: String? = nil
+    ) async throws {
+        for expected in statuses {
+            let c = try await challenge(client, purpose: "assertion", keyID: device.keyID)
+            let headers = try signed(device, path: "/api/order", body: "", challenge: c, signedPath: signedPath)
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(response.status == expected)
+                if expected == .tooManyRequests {
+                    #expect(response.headers[.retryAfter].flatMap(Int.init) ?? 0 >= 1)
+                }
+            }
+        }
+    }
+
     func code(_ response: TestResponse) -> String? {
         (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])?["code"] as? String
     }
@@ -183,16 +201,7 @@ struct MiddlewareFailureTests {
         let tests = MiddlewareTests()
         try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
-            for expected in [HTTPResponse.Status.ok, .tooManyRequests] {
-                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
-                let headers = try tests.signed(device, path: "/api/order", body: "", challenge: c)
-                try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
-                    #expect(response.status == expected)
-                    if expected == .tooManyRequests {
-                        #expect(response.headers[.retryAfter].flatMap(Int.init) ?? 0 >= 1)
-                    }
-                }
-            }
+            try await tests.sendOrders(client, device, expecting: [.ok, .tooManyRequests])
         }
     }
 }
@@ -210,21 +219,10 @@ struct MiddlewareRateLimitTests {
         try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
             // Someone who knows the keyId but not the key: signed for another path, so verification fails.
-            for _ in 0..<3 {
-                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
-                let forged = try tests.signed(device, path: "/api/order", body: "", challenge: c, signedPath: "/other")
-                try await client.execute(uri: "/api/order", method: .post, headers: forged) { response in
-                    #expect(response.status == .unauthorized)
-                }
-            }
+            try await tests.sendOrders(
+                client, device, expecting: [.unauthorized, .unauthorized, .unauthorized], signedPath: "/other")
             // The device itself is not rate-limited by them; its own second request is.
-            for expected in [HTTPResponse.Status.ok, .tooManyRequests] {
-                let c = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
-                let headers = try tests.signed(device, path: "/api/order", body: "", challenge: c)
-                try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
-                    #expect(response.status == expected)
-                }
-            }
+            try await tests.sendOrders(client, device, expecting: [.ok, .tooManyRequests])
         }
     }
 }
