@@ -151,11 +151,13 @@ public struct AppAttestVerifier: Sendable {
         guard object.certificateChain.count == 2 else {
             throw AppAttestError(.certificateChain, "x5c holds \(object.certificateChain.count) certificates, not 2")
         }
+        // Parsed without decoding its key: the chain verifier's fast path and the checks below read the key's
+        // point from the SubjectPublicKeyInfo (“Verifying attestations”, Performance).
         let leaf: X509Certificate
-        do { leaf = try X509Certificate(derEncoded: object.certificateChain[0]) } catch {
+        do { leaf = try X509Certificate(derEncoded: object.certificateChain[0], decodingPublicKey: false) } catch {
             throw AppAttestError(.malformed, "credCert: \(error)")
         }
-        try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
+        let chain = try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
 
         // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (“Verifying
         // attestations”).
@@ -176,10 +178,12 @@ public struct AppAttestVerifier: Sendable {
         }
 
         // Step 5: keyId = SHA-256 of the credCert public key (65-byte uncompressed point).
-        let keyInfo = leaf.publicKeyInfo
-        guard keyInfo.curve == "prime256v1", let point = keyInfo.point, point.count == 65, point.first == 0x04 else {
+        guard let keyInfo = leaf.ecPublicKeyPoint, keyInfo.curve == "prime256v1", keyInfo.point.count == 65,
+            keyInfo.point.first == 0x04
+        else {
             throw AppAttestError(.unsupportedKey, "credCert key is not an uncompressed P-256 point")
         }
+        let point = keyInfo.point
         guard constantTimeEquals(SHA256.hash(point), keyID.rawValue) else {
             throw AppAttestError(.keyIdMismatch, "SHA-256 of the credCert public key ≠ keyId")
         }
@@ -218,7 +222,13 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.publicKeyMismatch, "COSE key in authData ≠ credCert public key")
         }
 
-        let publicKey = try AttestedPublicKey(x963Representation: point)
+        // The fast path built the key while checking the chain; otherwise it is built here.
+        let publicKey: AttestedPublicKey
+        if let key = chain.leafKey {
+            publicKey = AttestedPublicKey(key: key, keyID: keyID)
+        } else {
+            publicKey = try AttestedPublicKey(x963Representation: point)
+        }
         var osVersion: String?
         if case .value(let properties) = X509Certificate.extensionValue(
             oid: AppleExtensions.devicePropertiesOID, in: leafExtensions)
@@ -232,7 +242,9 @@ public struct AppAttestVerifier: Sendable {
     }
 
     /// Chain verification at the configured time, then within the leeway on either side.
-    private func verifyChain(leaf: X509Certificate, intermediates: [[UInt8]]) throws(AppAttestError) {
+    private func verifyChain(leaf: X509Certificate, intermediates: [[UInt8]]) throws(AppAttestError)
+        -> ChainVerifier.VerifiedChain
+    {
         let now = verificationTime.date.timeIntervalSince1970
         guard now.isFinite, abs(now) < 1e11 else {
             throw AppAttestError(.invalidConfiguration, "verification time out of range")
@@ -245,8 +257,7 @@ public struct AppAttestVerifier: Sendable {
         var firstValidityError: String?
         for time in times {
             do {
-                try chainVerifier.verify(leaf: leaf, intermediates: intermediates, at: time)
-                return
+                return try chainVerifier.verify(leaf: leaf, intermediates: intermediates, at: time)
             } catch {
                 if case .validity(let message) = error {
                     if firstValidityError == nil { firstValidityError = message }

@@ -5,14 +5,15 @@ import Synchronization
 /// `X509_verify_cert`, at a given time.
 ///
 /// Speed without a weaker check: a chain costs two P-384 signature verifications (root → intermediate,
-/// intermediate → leaf), and Debian's OpenSSL does about 1.2k of them a second (CONTRIBUTING.md, “OpenSSL and
-/// libcbor”). Every App Attest
-/// chain shares one intermediate, so once an intermediate's exact DER bytes have been verified against the
-/// pinned root, the result is remembered: later chains whose intermediate is byte-identical are verified by
-/// OpenSSL with that intermediate as the anchor (all of OpenSSL's checks on the leaf and on the intermediate,
-/// including its validity at the requested time), and the root's validity window is checked here. The
-/// root's signature over those bytes cannot change, so nothing is skipped but a repeated computation. Only
-/// intermediates that OpenSSL itself chained to the pinned root enter the cache, and the cache is bounded.
+/// intermediate → leaf), and Debian's OpenSSL does about 1.1k of them a second (CONTRIBUTING.md, “OpenSSL and
+/// libcbor”). Every App Attest chain shares one intermediate, so once an intermediate's exact DER bytes have been
+/// chained to the pinned root by `X509_verify_cert`, the result is remembered: the root's signature over those
+/// bytes cannot change, so nothing is skipped but a repeated computation. Only intermediates that OpenSSL itself
+/// chained to the pinned root enter the cache, and the cache is bounded. A leaf under a remembered intermediate is
+/// then checked by the fast path (`fastPath(leaf:under:at:)`), which makes `X509_verify_cert`'s checks on a leaf
+/// directly and can only accept; anything it does not accept is judged by `X509_verify_cert` with the intermediate
+/// as the anchor (all of OpenSSL's checks on the leaf and on the intermediate, including its validity at the
+/// requested time), the root's validity window being checked here.
 package final class ChainVerifier: Sendable {
     /// Why a chain was refused.
     package enum Failure: Error, Sendable, Equatable {
@@ -45,17 +46,45 @@ package final class ChainVerifier: Sendable {
     /// The pinned root.
     package var trustAnchor: X509Certificate { root }
 
+    /// What a successful verification established.
+    package struct VerifiedChain: Sendable {
+        /// The leaf's P-256 key, when the fast path built it while checking the chain (it must decode for the
+        /// chain to verify); nil after `X509_verify_cert`, and for leaves with another kind of key.
+        package var leafKey: P256PublicKey?
+        /// True when the leaf was judged by the fast path under a remembered intermediate.
+        package var usedFastPath: Bool
+    }
+
     /// Verifies `leaf` through the DER `intermediates` to the pinned root at `time` (Unix seconds).
     ///
-    /// An intermediate already verified against the root is not parsed or verified again (see the type's
-    /// discussion); any other is parsed here, and one that does not parse is `.unparseable`.
-    package func verify(leaf: X509Certificate, intermediates: [[UInt8]], at time: Int64) throws(Failure) {
-        if intermediates.count == 1, rootValidity.contains(time),
-            let cached = cache.withLock({ $0[intermediates[0]] })
+    /// A leaf under a remembered intermediate goes through the fast path first (see ``fastPath(leaf:under:at:)``);
+    /// whatever the fast path does not accept, and every other chain, is judged by `X509_verify_cert`, so refusals
+    /// and their reasons are always OpenSSL's. `leaf` may be structure-only (parsed without its key decoded); it is
+    /// parsed again with its key for `X509_verify_cert`.
+    @discardableResult
+    package func verify(
+        leaf: X509Certificate, intermediates: [[UInt8]], at time: Int64, allowingFastPath: Bool = true
+    ) throws(Failure) -> VerifiedChain {
+        let cached =
+            intermediates.count == 1 && rootValidity.contains(time)
+            ? cache.withLock({ $0[intermediates[0]] }) : nil
+        if let cached, cached.fastPathEligible, allowingFastPath,
+            let key = Self.fastPath(leaf: leaf, under: cached, at: time)
         {
-            let chain = try cached.store.verify(leaf: leaf, untrusted: [], at: time)
-            try Self.requireShape(chain, [leaf.derBytes, intermediates[0]])
-            return
+            return VerifiedChain(leafKey: key, usedFastPath: true)
+        }
+        let fullLeaf: X509Certificate
+        if leaf.isStructureOnly {
+            do { fullLeaf = try X509Certificate(derEncoded: leaf.derBytes) } catch {
+                throw .unparseable("leaf certificate: \(error)")
+            }
+        } else {
+            fullLeaf = leaf
+        }
+        if let cached {
+            let chain = try cached.store.verify(leaf: fullLeaf, untrusted: [], at: time)
+            try Self.requireShape(chain, [fullLeaf.derBytes, intermediates[0]])
+            return VerifiedChain(leafKey: nil, usedFastPath: false)
         }
         var parsed: [X509Certificate] = []
         for der in intermediates {
@@ -63,9 +92,56 @@ package final class ChainVerifier: Sendable {
                 throw .unparseable("intermediate certificate: \(error)")
             }
         }
-        let chain = try rootStore.verify(leaf: leaf, untrusted: parsed, at: time)
-        try Self.requireShape(chain, [leaf.derBytes] + intermediates + [root.derBytes])
+        let chain = try rootStore.verify(leaf: fullLeaf, untrusted: parsed, at: time)
+        try Self.requireShape(chain, [fullLeaf.derBytes] + intermediates + [root.derBytes])
         remember(chain: chain, given: parsed)
+        return VerifiedChain(leafKey: nil, usedFastPath: false)
+    }
+
+    /// The fast path for a leaf under an intermediate that `X509_verify_cert` has already chained to the pinned
+    /// root: the checks `X509_verify_cert` makes on such a leaf, made directly, with the leaf's signature verified
+    /// by a pooled context on the intermediate's key (“Verifying attestations”, Performance).
+    ///
+    /// It accepts only when every check passes: version 3; `X509_check_issued` (issuer name, authority key
+    /// identifier, the intermediate's keyCertSign, signature algorithm against the intermediate's key type); no
+    /// invalid, unhandled critical or proxy extension, not self-issued, and only extensions whose handling is
+    /// those flags (anything else goes to OpenSSL); the leaf and the intermediate valid at `time` by
+    /// `X509_cmp_time`, as OpenSSL compares; the root's validity (checked by the caller); outer and inner signature
+    /// algorithms identical, ECDSA with SHA-256 or SHA-384 and no parameters, a signature BIT STRING without unused
+    /// bits; the signature verified over the exact DER of tbsCertificate; and the leaf's key a P-256 point on the
+    /// curve (OpenSSL would have to decode it). It returns nil otherwise, and the caller runs `X509_verify_cert`:
+    /// the fast path can only accept what OpenSSL accepts, never refuse on its own.
+    private static func fastPath(leaf: X509Certificate, under cached: CachedIntermediate, at time: Int64)
+        -> P256PublicKey?
+    {
+        guard let issuerKey = cached.key else { return nil }
+        clearOpenSSLErrors()
+        defer { clearOpenSSLErrors() }
+        var tbsOffset = 0
+        var tbsLength = 0
+        var digestNID: Int32 = 0
+        var signature: UnsafePointer<UInt8>? = nil
+        var signatureLength = 0
+        let passed = leaf.derBytes.withUnsafeBufferPointer { der in
+            aa_fast_leaf_checks(
+                leaf.pointer, cached.intermediate.pointer, time, der.baseAddress, der.count, &tbsOffset, &tbsLength,
+                &digestNID, &signature, &signatureLength)
+        }
+        guard passed == 1, let signature, signatureLength > 0, signatureLength <= 160 else { return nil }
+        guard let spki = leaf.ecPublicKeyPoint, spki.curve == "prime256v1", spki.point.count == 65,
+            let key = try? P256PublicKey(x963Representation: spki.point)
+        else { return nil }
+        let digest = leaf.derBytes.withUnsafeBytes { der in
+            CertificateDigest.hash(nid: digestNID, UnsafeRawBufferPointer(rebasing: der[tbsOffset..<(tbsOffset + tbsLength)]))
+        }
+        guard let digest else { return nil }
+        // `signature` points into the leaf's X509 structure, alive until the leaf is released.
+        let valid = withExtendedLifetime(leaf) {
+            digest.withUnsafeBufferPointer { digest in
+                issuerKey.verify(signature: UnsafeBufferPointer(start: signature, count: signatureLength), digest: digest)
+            }
+        }
+        return valid ? key : nil
     }
 
     /// Verifies `leaf` to the pinned root through any of the `untrusted` certificates (which may include a copy
@@ -97,16 +173,37 @@ package final class ChainVerifier: Sendable {
         let intermediate = intermediates[0]
         guard cache.withLock({ $0.count < Self.cacheLimit && $0[intermediate.derBytes] == nil }) else { return }
         guard let store = try? Store(trusting: [intermediate], partialChain: true) else { return }
+        let entry = CachedIntermediate(intermediate: intermediate, store: store)
         cache.withLock { cache in
-            if cache.count < Self.cacheLimit { cache[intermediate.derBytes] = CachedIntermediate(store: store) }
+            if cache.count < Self.cacheLimit { cache[intermediate.derBytes] = entry }
         }
     }
 
     /// How many intermediates are remembered (for tests and diagnostics).
     package var cachedIntermediateCount: Int { cache.withLock { $0.count } }
 
+    /// An intermediate chained to the pinned root by `X509_verify_cert`, with what the fast path needs.
     private struct CachedIntermediate: Sendable {
+        let intermediate: X509Certificate
         let store: Store
+        /// The intermediate's EC key with pooled verification contexts; nil when the fast path is not used.
+        let key: VerificationKey?
+        var fastPathEligible: Bool { key != nil }
+
+        init(intermediate: X509Certificate, store: Store) {
+            self.intermediate = intermediate
+            self.store = store
+            // The fast path serves intermediates with an EC key and only the extensions whose effect on a leaf it
+            // reproduces (no name constraints, policies…); other intermediates always go through OpenSSL.
+            if aa_extensions_allowed(intermediate.pointer, 0) == 1, let pkey = X509_get0_pubkey(intermediate.pointer),
+                aa_pkey_is_ec(pkey) == 1, EVP_PKEY_up_ref(pkey) == 1
+            {
+                key = VerificationKey(owning: pkey)
+            } else {
+                key = nil
+            }
+            clearOpenSSLErrors()
+        }
     }
 
     /// An `X509_STORE` holding trusted certificates. `@unchecked Sendable`: an X509_STORE is built once and
@@ -184,6 +281,61 @@ package final class ChainVerifier: Sendable {
                 verified.append(match)
             }
             return verified
+        }
+    }
+}
+
+extension RawOpenSSLBenchmark {
+    /// The raw P-384 verification an attestation needs, measured as `openssl speed ecdsap384` measures it: the
+    /// credCert's signature verified with the intermediate's key through one initialised context, over a digest
+    /// computed beforehand. `appattest bench` reports attestations against it.
+    package final class P384CertificateSignature: Sendable {
+        private let key: VerificationKey
+        private let signature: [UInt8]
+        private let digest: [UInt8]
+
+        /// Prepares the leaf's signature and digest; throws when the intermediate's key does not verify it.
+        package init(leafDER: [UInt8], intermediateDER: [UInt8]) throws(OpenSSLError) {
+            let leaf = try X509Certificate(derEncoded: leafDER, decodingPublicKey: false)
+            let intermediate = try X509Certificate(derEncoded: intermediateDER)
+            guard let pkey = X509_get0_pubkey(intermediate.pointer), EVP_PKEY_up_ref(pkey) == 1 else {
+                throw OpenSSLError(operation: "benchmark", queue: ["the intermediate has no usable key"])
+            }
+            key = VerificationKey(owning: pkey)
+            var tbsOffset = 0
+            var tbsLength = 0
+            guard leafDER.withUnsafeBufferPointer({ aa_der_tbs_range($0.baseAddress, $0.count, &tbsOffset, &tbsLength) }) == 1,
+                let digest = leafDER.withUnsafeBytes({
+                    CertificateDigest.hash(nid: NID_sha256, UnsafeRawBufferPointer(rebasing: $0[tbsOffset..<(tbsOffset + tbsLength)]))
+                })
+            else { throw OpenSSLError(operation: "benchmark", queue: ["no tbsCertificate"]) }
+            self.digest = digest
+            var bits: UnsafePointer<ASN1_BIT_STRING>? = nil
+            X509_get0_signature(&bits, nil, leaf.pointer)
+            guard let bits, let data = bits.pointee.data else {
+                throw OpenSSLError(operation: "benchmark", queue: ["no signature"])
+            }
+            signature = Array(UnsafeBufferPointer(start: data, count: Int(bits.pointee.length)))
+            guard run(iterations: 1) == 1 else {
+                throw OpenSSLError(operation: "benchmark", queue: ["the intermediate's key does not verify the leaf"])
+            }
+        }
+
+        /// Runs `iterations` verifications on one context; returns how many succeeded.
+        package func run(iterations: Int) -> Int {
+            guard let context = EVP_PKEY_CTX_new(key.key, nil) else { return 0 }
+            defer { EVP_PKEY_CTX_free(context) }
+            guard EVP_PKEY_verify_init(context) == 1 else { return 0 }
+            var valid = 0
+            signature.withUnsafeBufferPointer { sig in
+                digest.withUnsafeBufferPointer { dgst in
+                    for _ in 0..<iterations
+                    where EVP_PKEY_verify(context, sig.baseAddress, sig.count, dgst.baseAddress, dgst.count) == 1 {
+                        valid += 1
+                    }
+                }
+            }
+            return valid
         }
     }
 }

@@ -45,3 +45,35 @@ package enum SHA256 {
         return joined.withUnsafeBytes { hash($0) }
     }
 }
+
+/// SHA-256 and SHA-384 for certificate signatures, each fetched once.
+enum CertificateDigest {
+    private final class Algorithms: @unchecked Sendable {
+        let sha256: OpaquePointer
+        let sha384: OpaquePointer
+        init() {
+            guard let sha256 = EVP_MD_fetch(nil, "SHA256", nil), let sha384 = EVP_MD_fetch(nil, "SHA384", nil) else {
+                fatalError("OpenSSL has no SHA-2 implementation: the library is unusable")
+            }
+            self.sha256 = sha256
+            self.sha384 = sha384
+        }
+    }
+    private static let algorithms = Algorithms()
+
+    /// The digest named by an OpenSSL NID (`NID_sha256` or `NID_sha384`) of `bytes`; nil for another NID.
+    static func hash(nid: Int32, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        let md: OpaquePointer
+        switch nid {
+        case NID_sha256: md = algorithms.sha256
+        case NID_sha384: md = algorithms.sha384
+        default: return nil
+        }
+        return [UInt8](unsafeUninitializedCapacity: 64) { out, count in
+            var length: UInt32 = 0
+            let ok = EVP_Digest(bytes.baseAddress, bytes.count, out.baseAddress, &length, md, nil)
+            precondition(ok == 1, "EVP_Digest(SHA-2) failed")
+            count = Int(length)
+        }
+    }
+}

@@ -13,14 +13,23 @@ package final class X509Certificate: @unchecked Sendable {
     /// The largest certificate accepted. Apple's are about 0.6–1.1 KB (“Verifying attestations”).
     package static let maximumDERSize = 16 * 1024
 
+    /// True when the certificate was parsed without decoding its public key (``init(derEncoded:decodingPublicKey:)``).
+    package let isStructureOnly: Bool
+
     /// Parses one DER certificate; trailing bytes are an error (d2i_X509 ignores them, CONTRIBUTING.md, “OpenSSL and
     /// libcbor”).
-    package init(derEncoded bytes: [UInt8]) throws(OpenSSLError) {
+    ///
+    /// - Parameter decodingPublicKey: false parses the same structure without OpenSSL 3.0's implicit decoding of the
+    ///   subject public key into an `EVP_PKEY` (most of the cost of parsing a credCert). Such a certificate serves
+    ///   the chain verifier's fast path and the field accessors; `publicKeyInfo` and `X509_verify_cert` need the
+    ///   decoded key.
+    package init(derEncoded bytes: [UInt8], decodingPublicKey: Bool = true) throws(OpenSSLError) {
         guard !bytes.isEmpty, bytes.count <= Self.maximumDERSize else {
             throw OpenSSLError(operation: "d2i_X509", queue: ["certificate size \(bytes.count) out of range"])
         }
         clearOpenSSLErrors()
-        let (parsed, consumed) = decodeDER(bytes) { d2i_X509(nil, $0, $1) }
+        let context = decodingPublicKey ? nil : ParseOnlyContext.shared.pointer
+        let (parsed, consumed) = decodeDER(bytes) { aa_d2i_x509_in(context, $0, $1) }
         guard let parsed else { throw OpenSSLError.drain("d2i_X509") }
         guard consumed == bytes.count else {
             X509_free(parsed)
@@ -28,6 +37,22 @@ package final class X509Certificate: @unchecked Sendable {
         }
         pointer = parsed
         derBytes = bytes
+        isStructureOnly = !decodingPublicKey
+        // A key that does not decode is not an error of the parse (OpenSSL decodes opportunistically).
+        clearOpenSSLErrors()
+    }
+
+    /// The library context that parses without decoding keys: only the null provider is loaded, so no decoder
+    /// exists in it. Created once, never freed. `@unchecked Sendable`: OpenSSL's library contexts are thread-safe.
+    private final class ParseOnlyContext: @unchecked Sendable {
+        let pointer: OpaquePointer
+        static let shared = ParseOnlyContext()
+        private init() {
+            guard let context = aa_parse_only_libctx_new() else {
+                fatalError("OpenSSL could not create a library context: the library is unusable")
+            }
+            pointer = context
+        }
     }
 
     /// Parses a single PEM `CERTIFICATE` block.
@@ -119,6 +144,18 @@ package final class X509Certificate: @unchecked Sendable {
             aa_ec_public_point(key, &point, point.count, &length) == 1 ? Array(point.prefix(length)) : nil
         clearOpenSSLErrors()
         return PublicKeyInfo(curve: curve, point: encoded, algorithm: "EC")
+    }
+
+    /// The named curve and point of an EC subject public key, read from the SubjectPublicKeyInfo without decoding
+    /// the key (works on structure-only certificates); nil for any other key.
+    package var ecPublicKeyPoint: (curve: String, point: [UInt8])? {
+        var nid: Int32 = 0
+        var bytes: UnsafePointer<UInt8>? = nil
+        var length: Int32 = 0
+        guard aa_spki_ec_point(pointer, &nid, &bytes, &length) == 1, let bytes, length >= 0,
+            let name = OBJ_nid2sn(nid)
+        else { return nil }
+        return (String(cString: name), Array(UnsafeBufferPointer(start: bytes, count: Int(length))))
     }
 
     // MARK: Extensions

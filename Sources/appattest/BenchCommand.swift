@@ -3,6 +3,7 @@ import AppAttestCrypto
 import AppAttestVectors
 import ArgumentParser
 import Foundation
+import Synchronization
 
 #if Service
 private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, BenchStore.self]
@@ -20,15 +21,19 @@ struct BenchCommand: AsyncParsableCommand {
     )
 }
 
-/// `appattest bench verify`: single-thread verification rates on real vectors, beside OpenSSL's raw P-256 rate.
+/// `appattest bench verify`: verification rates on real vectors, beside OpenSSL's raw P-256 and P-384 rates measured
+/// in the same run, on one thread or several sharing one verifier.
 struct BenchVerify: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Measure attestation and assertion verifications per second on one thread.",
+        abstract: "Measure attestation and assertion verifications per second, on one thread or several.",
         discussion: """
             Uses a real attestation and a real assertion from the vector file, and measures in the same run the \
-            raw OpenSSL P-256 verify rate (one initialised EVP_PKEY_CTX, precomputed digest: what `openssl speed \
-            ecdsap256` measures). Build with `-c release` for meaningful figures.
+            raw OpenSSL rates they are bounded by (one initialised EVP_PKEY_CTX, precomputed digest: what `openssl \
+            speed ecdsap256` and `ecdsap384` measure): P-256 for assertions, P-384 (the credCert's signature, by \
+            the intermediate's key) for attestations. With --threads N, one shared verifier runs on N threads at \
+            once and the one-thread figures are measured too, so the scaling is reported from the same run. Build \
+            with `-c release` for meaningful figures.
             """
     )
 
@@ -38,11 +43,23 @@ struct BenchVerify: ParsableCommand {
     @Option(help: "Vector file to take the attestation and assertion from.")
     var vectors: String = "TestVectors/real-devices.json"
 
+    @Option(help: "Threads sharing one verifier (1–64).")
+    var threads: Int = 1
+
     @Flag(help: "Print one JSON object.")
     var json = false
 
+    /// One row of figures, at one thread count.
+    struct Figures {
+        var attestations: Double
+        var assertions: Double
+        var opensslP256: Double
+        var opensslP384: Double
+    }
+
     func run() throws {
         guard seconds > 0, seconds <= 600 else { throw ValidationError("--seconds must be in (0, 600]") }
+        guard (1...64).contains(threads) else { throw ValidationError("--threads must be from 1 to 64") }
         let file = try TestVectorFile(jsonData: try readInput(vectors, limit: TestVectorFile.maximumFileSize))
         let all = file.entries.compactMap { entry -> TestVector? in
             if case .vector(let vector) = entry { return vector }
@@ -63,7 +80,7 @@ struct BenchVerify: ParsableCommand {
                 appID: attestation.appID, environment: attestation.environment!, trustAnchor: file.trustAnchor,
                 verificationTime: .fixed(attestation.verifyAt!)))
         let object = attestation.attestation!, keyID = attestation.keyID!, challenge = attestation.challenge!
-        let attestationsPerSecond = try measure(seconds) {
+        let attest: @Sendable () throws -> Void = {
             _ = try attestationVerifier.verifyAttestation(object, keyID: keyID, challenge: challenge)
         }
 
@@ -75,50 +92,118 @@ struct BenchVerify: ParsableCommand {
         let assertionBytes = assertion.assertion!, clientData = assertion.clientData!
         let previous = assertion.previousCounter!
         let appID = assertion.appID
-        let assertionsPerSecond = try measure(seconds) {
+        let assert: @Sendable () throws -> Void = {
             _ = try assertionVerifier.verifyAssertion(
                 assertionBytes, clientData: clientData, publicKey: key, appID: appID, previousCounter: previous)
         }
 
-        // Raw OpenSSL: the same key and signature, digest precomputed.
+        // Raw OpenSSL P-256: the assertion's key and signature, digest precomputed.
         let decoded = try AssertionObject(cborEncoded: assertionBytes)
         let nonce = AppAttestSHA256.hash(decoded.authenticatorData.rawRepresentation + AppAttestSHA256.hash(clientData))
         let digest = AppAttestSHA256.hash(nonce)
         let rawKey = try P256PublicKey(x963Representation: assertion.publicKey!)
-        guard
-            RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: decoded.signature, digest: digest, iterations: 1)
-                == 1
+        let signature = decoded.signature
+        guard RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: signature, digest: digest, iterations: 1) == 1
         else {
             throw ValidationError("the raw OpenSSL baseline does not verify the vector's signature")
         }
-        let opensslPerSecond = try measure(seconds, batch: 64) {
-            _ = RawOpenSSLBenchmark.verifyLoop(
-                key: rawKey, signature: decoded.signature, digest: digest, iterations: 64)
+        let rawP256: @Sendable () throws -> Void = {
+            _ = RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: signature, digest: digest, iterations: 64)
         }
-        let ratio = assertionsPerSecond / opensslPerSecond
 
+        // Raw OpenSSL P-384: the credCert's signature by the intermediate's key, digest precomputed.
+        let chain = try AttestationObject(cborEncoded: object).certificateChain
+        let rawP384Benchmark = try RawOpenSSLBenchmark.P384CertificateSignature(
+            leafDER: chain[0], intermediateDER: chain[1])
+        let rawP384: @Sendable () throws -> Void = { _ = rawP384Benchmark.run(iterations: 16) }
+
+        func figures(threads: Int) throws -> Figures {
+            Figures(
+                attestations: try measure(seconds, threads: threads, attest),
+                assertions: try measure(seconds, threads: threads, assert),
+                opensslP256: try measure(seconds, threads: threads, batch: 64, rawP256),
+                opensslP384: try measure(seconds, threads: threads, batch: 16, rawP384))
+        }
+        let one = try figures(threads: 1)
+        let many = threads > 1 ? try figures(threads: threads) : nil
+
+        func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
         if json {
-            let report: [String: Any] = [
-                "attestationsPerSecond": attestationsPerSecond.rounded(),
-                "assertionsPerSecond": assertionsPerSecond.rounded(),
-                "opensslP256VerifiesPerSecond": opensslPerSecond.rounded(),
-                "assertionToOpenSSLRatio": (ratio * 1000).rounded() / 1000,
+            var report: [String: Any] = [
+                "threads": threads,
+                "attestationsPerSecond": one.attestations.rounded(),
+                "assertionsPerSecond": one.assertions.rounded(),
+                "opensslP256VerifiesPerSecond": one.opensslP256.rounded(),
+                "opensslP384VerifiesPerSecond": one.opensslP384.rounded(),
+                "assertionToOpenSSLRatio": rounded(one.assertions / one.opensslP256),
+                "attestationToOpenSSLP384Ratio": rounded(one.attestations / one.opensslP384),
                 "secondsPerMeasurement": seconds,
                 "attestationVector": attestation.id,
                 "assertionVector": assertion.id,
             ]
+            if let many {
+                report["multiThread"] = [
+                    "threads": threads,
+                    "attestationsPerSecond": many.attestations.rounded(),
+                    "assertionsPerSecond": many.assertions.rounded(),
+                    "opensslP256VerifiesPerSecond": many.opensslP256.rounded(),
+                    "opensslP384VerifiesPerSecond": many.opensslP384.rounded(),
+                    "attestationScaling": rounded(many.attestations / one.attestations),
+                    "assertionScaling": rounded(many.assertions / one.assertions),
+                ]
+            }
             let data = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
-            print("attestation  \(attestation.id): \(Int(attestationsPerSecond.rounded()))/s")
-            print("assertion    \(assertion.id): \(Int(assertionsPerSecond.rounded()))/s (parsed key reused)")
-            print("openssl      raw P-256 verify: \(Int(opensslPerSecond.rounded()))/s")
-            print("ratio        assertion / raw OpenSSL: \(String(format: "%.3f", ratio))")
+            print("one thread")
+            print("attestation  \(attestation.id): \(Int(one.attestations.rounded()))/s")
+            print("assertion    \(assertion.id): \(Int(one.assertions.rounded()))/s (parsed key reused)")
+            print("openssl      raw P-256 verify: \(Int(one.opensslP256.rounded()))/s")
+            print("openssl      raw P-384 verify: \(Int(one.opensslP384.rounded()))/s")
+            print("ratio        assertion / raw P-256: \(String(format: "%.3f", one.assertions / one.opensslP256))")
+            print("ratio        attestation / raw P-384: \(String(format: "%.3f", one.attestations / one.opensslP384))")
+            if let many {
+                print("\(threads) threads, one shared verifier")
+                print("attestation  \(Int(many.attestations.rounded()))/s (\(String(format: "%.2f", many.attestations / one.attestations))×)")
+                print("assertion    \(Int(many.assertions.rounded()))/s (\(String(format: "%.2f", many.assertions / one.assertions))×)")
+                print("openssl      raw P-256 \(Int(many.opensslP256.rounded()))/s, raw P-384 \(Int(many.opensslP384.rounded()))/s")
+            }
         }
     }
 
-    /// Calls `body` repeatedly for `seconds` after a short warm-up; returns calls (× batch) per second.
-    private func measure(_ seconds: Double, batch: Int = 1, _ body: () throws -> Void) throws -> Double {
+    /// Calls `body` repeatedly on `threads` threads at once for `seconds` after a short warm-up; returns calls
+    /// (× batch) per second, all threads together.
+    private func measure(
+        _ seconds: Double, threads: Int, batch: Int = 1, _ body: @escaping @Sendable () throws -> Void
+    ) throws -> Double {
+        let results = Mutex<[Result<(count: Int, seconds: Double), any Error>]>([])
+        let start = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        for _ in 0..<threads {
+            done.enter()
+            let thread = Thread {
+                start.wait()
+                let result = Result { try Self.loop(seconds, body) }
+                results.withLock { $0.append(result) }
+                done.leave()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        for _ in 0..<threads { start.signal() }
+        done.wait()
+        var count = 0
+        var longest = 0.0
+        for result in results.withLock({ $0 }) {
+            let (calls, elapsed) = try result.get()
+            count += calls
+            longest = max(longest, elapsed)
+        }
+        return Double(count * batch) / longest
+    }
+
+    /// One thread's loop: a 200 ms warm-up, then calls in groups of 16 until `seconds` have passed.
+    private static func loop(_ seconds: Double, _ body: () throws -> Void) throws -> (count: Int, seconds: Double) {
         let clock = ContinuousClock()
         let warmUp = clock.now.advanced(by: .milliseconds(200))
         while clock.now < warmUp { try body() }
@@ -131,7 +216,6 @@ struct BenchVerify: ParsableCommand {
             if clock.now >= deadline { break }
         }
         let elapsed = start.duration(to: clock.now)
-        let secondsElapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Double(count * batch) / secondsElapsed
+        return (count, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 }
