@@ -237,7 +237,12 @@ let package = Package(
             name: "AppAttestCommandTests", dependencies: ["appattest", "AppAttestStore"], swiftSettings: strict),
         .testTarget(
             name: "AppAttestTestingTests",
-            dependencies: ["AppAttestTesting", "AppAttest", "AppAttestVectors", "AppAttestCBOR"],
+            dependencies: [
+                "AppAttestTesting", "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
