@@ -132,13 +132,15 @@ package final class ChainVerifier: Sendable {
             let key = try? P256PublicKey(x963Representation: spki.point)
         else { return nil }
         let digest = leaf.derBytes.withUnsafeBytes { der in
-            CertificateDigest.hash(nid: digestNID, UnsafeRawBufferPointer(rebasing: der[tbsOffset..<(tbsOffset + tbsLength)]))
+            CertificateDigest.hash(
+                nid: digestNID, UnsafeRawBufferPointer(rebasing: der[tbsOffset..<(tbsOffset + tbsLength)]))
         }
         guard let digest else { return nil }
         // `signature` points into the leaf's X509 structure, alive until the leaf is released.
         let valid = withExtendedLifetime(leaf) {
             digest.withUnsafeBufferPointer { digest in
-                issuerKey.verify(signature: UnsafeBufferPointer(start: signature, count: signatureLength), digest: digest)
+                issuerKey.verify(
+                    signature: UnsafeBufferPointer(start: signature, count: signatureLength), digest: digest)
             }
         }
         return valid ? key : nil
@@ -304,9 +306,12 @@ extension RawOpenSSLBenchmark {
             key = VerificationKey(owning: pkey)
             var tbsOffset = 0
             var tbsLength = 0
-            guard leafDER.withUnsafeBufferPointer({ aa_der_tbs_range($0.baseAddress, $0.count, &tbsOffset, &tbsLength) }) == 1,
+            guard
+                leafDER.withUnsafeBufferPointer({ aa_der_tbs_range($0.baseAddress, $0.count, &tbsOffset, &tbsLength) })
+                    == 1,
                 let digest = leafDER.withUnsafeBytes({
-                    CertificateDigest.hash(nid: NID_sha256, UnsafeRawBufferPointer(rebasing: $0[tbsOffset..<(tbsOffset + tbsLength)]))
+                    CertificateDigest.hash(
+                        nid: NID_sha256, UnsafeRawBufferPointer(rebasing: $0[tbsOffset..<(tbsOffset + tbsLength)]))
                 })
             else { throw OpenSSLError(operation: "benchmark", queue: ["no tbsCertificate"]) }
             self.digest = digest

@@ -164,9 +164,15 @@ struct BenchVerify: ParsableCommand {
             print("ratio        attestation / raw P-384: \(String(format: "%.3f", one.attestations / one.opensslP384))")
             if let many {
                 print("\(threads) threads, one shared verifier")
-                print("attestation  \(Int(many.attestations.rounded()))/s (\(String(format: "%.2f", many.attestations / one.attestations))×)")
-                print("assertion    \(Int(many.assertions.rounded()))/s (\(String(format: "%.2f", many.assertions / one.assertions))×)")
-                print("openssl      raw P-256 \(Int(many.opensslP256.rounded()))/s, raw P-384 \(Int(many.opensslP384.rounded()))/s")
+                print(
+                    "attestation  \(Int(many.attestations.rounded()))/s (\(String(format: "%.2f", many.attestations / one.attestations))×)"
+                )
+                print(
+                    "assertion    \(Int(many.assertions.rounded()))/s (\(String(format: "%.2f", many.assertions / one.assertions))×)"
+                )
+                print(
+                    "openssl      raw P-256 \(Int(many.opensslP256.rounded()))/s, raw P-384 \(Int(many.opensslP384.rounded()))/s"
+                )
             }
         }
     }

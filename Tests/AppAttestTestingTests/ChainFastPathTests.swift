@@ -139,7 +139,8 @@ struct ChainFastPathTests {
             judgement.fastAccepted == judgement.openSSLAccepted, "\(name): outcomes differ",
             sourceLocation: sourceLocation)
         if judgement.fastPathAccepted {
-            #expect(judgement.openSSLAccepted, "\(name): the fast path accepted what OpenSSL refuses",
+            #expect(
+                judgement.openSSLAccepted, "\(name): the fast path accepted what OpenSSL refuses",
                 sourceLocation: sourceLocation)
         }
         if case .failure(let fastError) = judgement.fast, case .failure(let openSSLError) = judgement.openSSL {
@@ -175,7 +176,8 @@ struct ChainFastPathTests {
                 }))
         #expect(withEKU.fastPathAccepted)
         let sha384 = try #require(
-            try Self.check("ECDSA with SHA-384", authority, leaf: try authority.leaf { $0.signatureAlgorithm = .ecdsaWithSHA384 }))
+            try Self.check(
+                "ECDSA with SHA-384", authority, leaf: try authority.leaf { $0.signatureAlgorithm = .ecdsaWithSHA384 }))
         #expect(sha384.fastPathAccepted)
     }
 
@@ -184,26 +186,52 @@ struct ChainFastPathTests {
         let authority = try Authority()
         let other = P384.Signing.PrivateKey()
         let cases: [(String, [UInt8])] = [
-            ("expired", try authority.leaf { $0.notValidAfter = Date(timeIntervalSince1970: TimeInterval(Self.time - 1)) }),
-            ("not yet valid", try authority.leaf { $0.notValidBefore = Date(timeIntervalSince1970: TimeInterval(Self.time + 1)) }),
-            ("expires at the verification time", try authority.leaf { $0.notValidAfter = Date(timeIntervalSince1970: TimeInterval(Self.time)) }),
+            (
+                "expired",
+                try authority.leaf { $0.notValidAfter = Date(timeIntervalSince1970: TimeInterval(Self.time - 1)) }
+            ),
+            (
+                "not yet valid",
+                try authority.leaf { $0.notValidBefore = Date(timeIntervalSince1970: TimeInterval(Self.time + 1)) }
+            ),
+            (
+                "expires at the verification time",
+                try authority.leaf { $0.notValidAfter = Date(timeIntervalSince1970: TimeInterval(Self.time)) }
+            ),
             ("signed by another key", try authority.leaf { $0.signer = other }),
-            ("another issuer name", try authority.leaf { $0.issuer = try DistinguishedName { CommonName("Fast Path CA 2") } }),
+            (
+                "another issuer name",
+                try authority.leaf { $0.issuer = try DistinguishedName { CommonName("Fast Path CA 2") } }
+            ),
             (
                 "authority key identifier of another key",
                 try authority.leaf {
-                    $0.extra = [try Certificate.Extension(AuthorityKeyIdentifier(keyIdentifier: [1, 2, 3, 4]), critical: false)]
+                    $0.extra = [
+                        try Certificate.Extension(AuthorityKeyIdentifier(keyIdentifier: [1, 2, 3, 4]), critical: false)
+                    ]
                 }
             ),
             (
                 "unknown critical extension",
-                try authority.leaf { $0.extra = [Certificate.Extension(oid: [1, 3, 6, 1, 4, 1, 99_999, 1], critical: true, value: [0x05, 0x00])] }
+                try authority.leaf {
+                    $0.extra = [
+                        Certificate.Extension(oid: [1, 3, 6, 1, 4, 1, 99_999, 1], critical: true, value: [0x05, 0x00])
+                    ]
+                }
             ),
             (
                 "unknown critical extension under Apple's arc",
-                try authority.leaf { $0.extra = [Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 99], critical: true, value: [0x05, 0x00])] }
+                try authority.leaf {
+                    $0.extra = [
+                        Certificate.Extension(
+                            oid: [1, 2, 840, 113_635, 100, 8, 99], critical: true, value: [0x05, 0x00])
+                    ]
+                }
             ),
-            ("outer signature algorithm differs from the inner one", try Surgery.outerAlgorithm(try authority.leaf(), sha384: true)),
+            (
+                "outer signature algorithm differs from the inner one",
+                try Surgery.outerAlgorithm(try authority.leaf(), sha384: true)
+            ),
             ("signature BIT STRING with an unused bit", try Surgery.unusedBits(try authority.leaf())),
             ("non-DER signature (a trailing byte)", try Surgery.trailingSignatureByte(try authority.leaf(), authority)),
         ]
@@ -214,7 +242,9 @@ struct ChainFastPathTests {
         // Duplicate extensions, signed: whatever OpenSSL decides, the fast path decides the same.
         let duplicated = try Surgery.resigned(
             try authority.leaf {
-                $0.extra = [Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 3], critical: false, value: [0x30, 0x00])]
+                $0.extra = [
+                    Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 8, 3], critical: false, value: [0x30, 0x00])
+                ]
             }, authority
         ) { tbs in
             let from: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x63, 0x64, 0x08, 0x03]
@@ -225,7 +255,8 @@ struct ChainFastPathTests {
         #expect(!judgement.fastPathAccepted || judgement.openSSLAccepted)
         // The surgery itself is sound: re-signing an unchanged leaf gives a leaf both accept.
         let unchanged = try #require(
-            try Self.check("re-signed unchanged", authority, leaf: try Surgery.resigned(try authority.leaf(), authority) { _ in }))
+            try Self.check(
+                "re-signed unchanged", authority, leaf: try Surgery.resigned(try authority.leaf(), authority) { _ in }))
         #expect(unchanged.fastPathAccepted)
     }
 
@@ -257,7 +288,8 @@ struct ChainFastPathTests {
         static func sequence(_ content: [UInt8]) -> [UInt8] {
             let count = content.count
             let length: [UInt8] =
-                count < 0x80 ? [UInt8(count)]
+                count < 0x80
+                ? [UInt8(count)]
                 : count < 0x100 ? [0x81, UInt8(count)] : [0x82, UInt8(count >> 8), UInt8(count & 0xFF)]
             return [0x30] + length + content
         }
@@ -297,14 +329,30 @@ struct ChainFastPathTests {
     func declinedCases() throws {
         let authority = try Authority()
         let cases: [(String, [UInt8])] = [
-            ("valid from the verification time", try authority.leaf { $0.notValidBefore = Date(timeIntervalSince1970: TimeInterval(Self.time)) }),
+            (
+                "valid from the verification time",
+                try authority.leaf { $0.notValidBefore = Date(timeIntervalSince1970: TimeInterval(Self.time)) }
+            ),
             ("version 1", try authority.leaf { $0.version = .v1 }),
             (
                 "a non-critical extension outside the list",
-                try authority.leaf { $0.extra = [Certificate.Extension(oid: [1, 3, 6, 1, 4, 1, 99_999, 2], critical: false, value: [0x05, 0x00])] }
+                try authority.leaf {
+                    $0.extra = [
+                        Certificate.Extension(
+                            oid: [1, 3, 6, 1, 4, 1, 99_999, 2], critical: false, value: [0x05, 0x00])
+                    ]
+                }
             ),
             ("a P-384 key", try authority.leaf { $0.key = .init(P384.Signing.PrivateKey().publicKey) }),
-            ("a CA leaf", try authority.leaf { $0.extensions = [try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: nil), critical: true)] }),
+            (
+                "a CA leaf",
+                try authority.leaf {
+                    $0.extensions = [
+                        try Certificate.Extension(
+                            BasicConstraints.isCertificateAuthority(maxPathLength: nil), critical: true)
+                    ]
+                }
+            ),
             (
                 "self-issued",
                 try authority.leaf { $0.subject = authority.intermediateName }
@@ -317,11 +365,13 @@ struct ChainFastPathTests {
         let constrained = try Authority(intermediateExtensions: [
             try Certificate.Extension(NameConstraints(permittedDNSDomains: ["example.com"]), critical: true)
         ])
-        let judgement = try #require(try Self.check("name-constrained intermediate", constrained, leaf: try constrained.leaf()))
+        let judgement = try #require(
+            try Self.check("name-constrained intermediate", constrained, leaf: try constrained.leaf()))
         #expect(!judgement.fastPathAccepted)
         // An intermediate expired at the verification time refuses every leaf, fast path or not.
         let expired = try Authority(intermediateNotAfter: Date(timeIntervalSince1970: TimeInterval(Self.time + 10)))
-        let late = try #require(try Self.check("expired intermediate", expired, leaf: try expired.leaf(), at: Self.time + 20))
+        let late = try #require(
+            try Self.check("expired intermediate", expired, leaf: try expired.leaf(), at: Self.time + 20))
         #expect(!late.openSSLAccepted)
     }
 
