@@ -180,35 +180,43 @@ extension AppAttestServer {
             let assertion = AppAttestRequestBinding.decodeBase64(body.assertion, limit: AssertionObject.maximumSize)
         else { return .problem(.malformed("Expected keyId and assertion")) }
         if let refusal = await outOfScope(keyID, caller) { return refusal }
-        let clientData: [UInt8]
-        var challenge: [UInt8]?
-        switch (body.clientData, body.request) {
-        case (let text?, nil):
-            guard let data = AppAttestRequestBinding.decodeBase64(text, limit: 64 * 1024) else {
-                return .problem(.malformed("clientData is not Base64 (at most 64 KiB)"))
-            }
-            clientData = data
-            if let text = body.challenge {
-                guard let bytes = AppAttestRequestBinding.decodeBase64URL(text, limit: 1024) else {
-                    return .problem(.malformed("challenge is not Base64URL"))
+        let clientData: AppAttestClientData
+        do {
+            switch (body.clientData, body.request) {
+            case (let text?, nil):
+                guard
+                    let data = AppAttestRequestBinding.decodeBase64(
+                        text, limit: AppAttestClientData.maximumOpaqueLength)
+                else {
+                    return .problem(.malformed("clientData is not Base64 (at most 64 KiB)"))
                 }
-                challenge = bytes
+                var challenge: [UInt8]?
+                if let text = body.challenge {
+                    guard
+                        let bytes = AppAttestRequestBinding.decodeBase64URL(
+                            text, limit: AppAttestClientData.maximumChallengeLength)
+                    else {
+                        return .problem(.malformed("challenge is not Base64URL"))
+                    }
+                    challenge = bytes
+                }
+                clientData = try AppAttestClientData.opaque(data, challenge: challenge)
+            case (nil, let bound?):
+                guard body.challenge == nil,
+                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64),
+                    let bytes = AppAttestRequestBinding.decodeBase64URL(
+                        bound.challenge, limit: AppAttestClientData.maximumChallengeLength)
+                else { return .problem(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
+                clientData = try AppAttestClientData.request(
+                    method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+            default:
+                return .problem(.malformed("Give exactly one of clientData and request"))
             }
-        case (nil, let bound?):
-            guard body.challenge == nil,
-                let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64), hash.count == 32,
-                let bytes = AppAttestRequestBinding.decodeBase64URL(bound.challenge, limit: 1024),
-                bound.method.utf8.count <= 16, bound.pathAndQuery.utf8.count <= 8192
-            else { return .problem(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
-            challenge = bytes
-            clientData = AppAttestRequestBinding.clientData(
-                method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
-        default:
-            return .problem(.malformed("Give exactly one of clientData and request"))
+        } catch {
+            return .problem(AppAttestProblem(error))
         }
         do {
-            let authenticated = try await service.authenticateAssertion(
-                assertion, clientData: clientData, keyID: keyID, challenge: challenge)
+            let authenticated = try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID)
             return .json(KeyResponse(authenticated.key))
         } catch {
             return .problem(AppAttestProblem(error))

@@ -37,6 +37,9 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// Too many unused challenges are outstanding for this key, this user, or in all
         /// (``AppAttestService/ChallengeLimits``).
         public static let tooManyChallenges = Code("tooManyChallenges")
+        /// The client data's binding is malformed: a method or path that cannot be bound, a challenge of a size the
+        /// service never issues, client data too large (``AppAttestClientData``).
+        public static let malformedBinding = Code("malformedBinding")
     }
 
     /// The reason.
@@ -216,14 +219,30 @@ public struct AppAttestService: Sendable {
     /// exactly one is accepted.
     /// - Parameters:
     ///   - assertion: the CBOR bytes from `generateAssertion`.
-    ///   - clientData: the exact bytes the app hashed.
+    ///   - clientData: the exact bytes the app hashed, and the challenge they bind, if any, at its defined place
+    ///     (``AppAttestClientData``); the challenge must have been issued for ``Purpose/assertion``.
     ///   - keyID: the key the app says signed it.
-    ///   - challenge: a challenge issued for ``Purpose/assertion``; it must occur in `clientData`. nil when the
-    ///     application binds its requests otherwise.
     /// - Throws: ``AppAttestServiceError``.
     public func authenticateAssertion(
-        _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID, challenge: [UInt8]? = nil
+        _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        try await authenticate(assertion, clientData: clientData, keyID: keyID)
+    }
+
+    /// Verifies an assertion over client data that binds no challenge (the application binds its requests
+    /// otherwise), and advances the counter atomically.
+    /// - Throws: ``AppAttestServiceError``; ``AppAttestServiceError/Code/malformedBinding`` above 64 KiB of client
+    ///   data.
+    public func authenticateAssertion(
+        _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID
+    ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        try await authenticate(assertion, clientData: try AppAttestClientData.opaque(clientData), keyID: keyID)
+    }
+
+    private func authenticate(
+        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID
+    ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        let clientData = binding.bytes
         // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
         // conditional update below is what decides, so a stale counter or a revocation made elsewhere cannot let
         // an assertion through; it only means the refusal is found there instead of here.
@@ -260,9 +279,10 @@ public struct AppAttestService: Sendable {
         }
         // After the signature (“Verifying assertions and counters”): the challenge is in the signed client data, and is
         // consumed once.
-        if let challenge {
-            guard clientData.firstRange(of: challenge) != nil else {
-                throw AppAttestServiceError(.challengeMismatch, "the challenge is not in the client data")
+        if let challenge = binding.challenge {
+            // At its defined place, never searched for (``AppAttestClientData``).
+            guard binding.challengeIsInPlace else {
+                throw AppAttestServiceError(.challengeMismatch, "the challenge is not at its place in the client data")
             }
             // A challenge reserved for the key's user is usable by the user's keys.
             try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: entry.record.userID)

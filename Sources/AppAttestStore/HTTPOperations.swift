@@ -221,11 +221,11 @@ public struct AppAttestHTTPOperations: Sendable {
         if let rateLimiter, case .limited(let retryAfter) = rateLimiter.check(keyID.base64EncodedString) {
             return .failure(.rateLimited(retryAfter: retryAfter))
         }
-        let clientData = AppAttestRequestBinding.clientData(
-            method: method, pathAndQuery: pathAndQuery, body: body, challenge: challenge)
         do {
-            let authenticated = try await service.authenticateAssertion(
-                assertion, clientData: clientData, keyID: keyID, challenge: challenge)
+            let clientData = try AppAttestClientData.request(
+                method: method, pathAndQuery: pathAndQuery, bodySHA256: AppAttestSHA256.hash(body), challenge: challenge
+            )
+            let authenticated = try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID)
             _ = rateLimiter?.acquire(keyID.base64EncodedString)
             return .success(
                 AttestedDevice(

@@ -86,7 +86,7 @@ struct Worker {
                     let issued = try await service.issueChallenge(
                         purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
                     challenge = issued.challenge
-                    clientData = Array("request|".utf8) + issued.challenge
+                    clientData = issued.challenge + Array("|request".utf8)
                 }
                 var options = SimulatedDevice.AssertionOptions()
                 options.counter = counter
@@ -94,7 +94,8 @@ struct Worker {
                 emit("trying \(counter) \(challenge.map { $0.hexString } ?? "-")")
                 do {
                     _ = try await service.authenticateAssertion(
-                        assertion, clientData: clientData, keyID: device.keyID, challenge: challenge)
+                        assertion, clientData: try AppAttestClientData.opaque(clientData, challenge: challenge),
+                        keyID: device.keyID)
                     accepted += 1
                     emit("accepted \(counter) \(challenge.map { $0.hexString } ?? "-")")
                 } catch {

@@ -9,7 +9,7 @@ import Testing
 struct AuditFindingTests {
     /// A clientData that carries `challenge`, as an app would build it.
     func clientData(_ challenge: [UInt8]) -> [UInt8] {
-        Array("GET /profile\n".utf8) + challenge
+        challenge + Array("GET /profile\n".utf8)
     }
 
     @Test("a development key stops passing assertions once its App ID is production-only", arguments: Backend.available)
@@ -35,6 +35,57 @@ struct AuditFindingTests {
         #expect(try await harness.store.key(device.keyID)?.counter == 1, "the refused assertion stored nothing")
     }
 
+    @Test(
+        "the challenge is checked at its place, never searched for: an oversized challenge is refused before any work",
+        arguments: Backend.available)
+    func typedBinding(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        // The audit's case: 64 KiB of client data and a 1 KiB "challenge", with a valid assertion over it. Searching
+        // for the challenge cost 4 s of CPU per request, and nothing was consumed, so it could be replayed at will.
+        let longChallenge = [UInt8](repeating: 0x61, count: 1024)
+        let huge = [UInt8](repeating: 0x61, count: 64 * 1024 - 1) + [0x62]
+        let hostile = try device.assert(clientData: huge)
+        await expectServiceError(.malformedBinding) {
+            _ = try await harness.service.authenticateAssertion(
+                hostile, clientData: try .opaque(huge, challenge: longChallenge), keyID: device.keyID)
+        }
+        #expect(try await harness.store.key(device.keyID)?.counter == 0, "nothing was stored")
+        // A genuine challenge that is inside the client data but not at its place is refused, and stays unused.
+        let issued = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
+        ).challenge
+        let inside = Array("prefix".utf8) + issued
+        await expectServiceError(.challengeMismatch) {
+            _ = try await harness.service.authenticateAssertion(
+                try device.assert(clientData: inside), clientData: try .opaque(inside, challenge: issued),
+                keyID: device.keyID)
+        }
+        let accepted = try await harness.service.authenticateAssertion(
+            try device.assert(clientData: issued + [1]), clientData: try .opaque(issued + [1], challenge: issued),
+            keyID: device.keyID)
+        #expect(try await harness.store.key(device.keyID)?.counter == accepted.key.counter)
+        #expect(accepted.key.counter > 0)
+        // Methods and paths are validated before they are bound.
+        for (method, path) in [
+            ("GET\u{0}", "/a"), ("GET", "/a b"), ("GET", "/a\u{0}b"), ("GET", "/a\nb"), ("", "/"), ("GET", "a"),
+            ("GET", "/" + String(repeating: "a", count: 8192)), (String(repeating: "G", count: 21), "/"),
+        ] {
+            #expect(
+                throws: AppAttestServiceError.self, "\(method.debugDescription) \(path.prefix(20).debugDescription)"
+            ) {
+                _ = try AppAttestClientData.request(
+                    method: method, pathAndQuery: path, bodySHA256: [UInt8](repeating: 0, count: 32),
+                    challenge: issued)
+            }
+        }
+        _ = try AppAttestClientData.request(
+            method: "PATCH", pathAndQuery: "/a%20b/c%2Fd/?q=1&r=%E2%82%AC",
+            bodySHA256: [UInt8](repeating: 0, count: 32),
+            challenge: issued)
+    }
+
     @Test("a challenge reserved for key B cannot be burned by key A", arguments: Backend.available)
     func reservationCheckedBeforeConsumption(_ backend: Backend) async throws {
         let harness = try await Harness(backend)
@@ -45,12 +96,13 @@ struct AuditFindingTests {
             .challenge
         await expectServiceError(.challengeMismatch) {
             _ = try await harness.service.authenticateAssertion(
-                try a.assert(clientData: clientData(forB)), clientData: clientData(forB), keyID: a.keyID,
-                challenge: forB)
+                try a.assert(clientData: clientData(forB)), clientData: try .opaque(clientData(forB), challenge: forB),
+                keyID: a.keyID)
         }
         // Still there for B.
         let accepted = try await harness.service.authenticateAssertion(
-            try b.assert(clientData: clientData(forB)), clientData: clientData(forB), keyID: b.keyID, challenge: forB)
+            try b.assert(clientData: clientData(forB)), clientData: try .opaque(clientData(forB), challenge: forB),
+            keyID: b.keyID)
         #expect(accepted.key.counter == 1)
     }
 
@@ -66,19 +118,23 @@ struct AuditFindingTests {
         ).challenge
         await expectServiceError(.challengeMismatch) {
             _ = try await harness.service.authenticateAssertion(
-                try mallory.assert(clientData: clientData(forAlice)), clientData: clientData(forAlice),
-                keyID: mallory.keyID, challenge: forAlice)
+                try mallory.assert(clientData: clientData(forAlice)),
+                clientData: try .opaque(clientData(forAlice), challenge: forAlice),
+                keyID: mallory.keyID)
         }
         let accepted = try await harness.service.authenticateAssertion(
-            try alice.assert(clientData: clientData(forAlice)), clientData: clientData(forAlice), keyID: alice.keyID,
-            challenge: forAlice)
+            try alice.assert(clientData: clientData(forAlice)),
+            clientData: try .opaque(clientData(forAlice), challenge: forAlice),
+            keyID: alice.keyID)
         #expect(accepted.key.counter == 1)
     }
 
     @Test(
         "unused challenges per key and per user are bounded; expired ones stop counting", arguments: Backend.available)
     func outstandingBound(_ backend: Backend) async throws {
-        let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_100_000_000))
+        // Later than any other test's clock: the purger test, sharing the database, deletes what expired by its own
+        // clock, which must not include these challenges.
+        let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 2_000_000_000))
         defer { harness.close() }
         let clock = harness.clock
         let service = AppAttestService(

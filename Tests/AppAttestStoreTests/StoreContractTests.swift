@@ -65,11 +65,11 @@ struct StoreContractTests {
         let reserved = try await harness.service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: other.keyID
         ).challenge
-        let clientData = Array("request|".utf8) + reserved
+        let clientData = reserved + Array("|request".utf8)
         await expectServiceError(.challengeMismatch, "key") {
             _ = try await harness.service.authenticateAssertion(
-                try registered.assert(clientData: clientData), clientData: clientData, keyID: registered.keyID,
-                challenge: reserved)
+                try registered.assert(clientData: clientData), clientData: try .opaque(clientData, challenge: reserved),
+                keyID: registered.keyID)
         }
         // A challenge that is not in the signed client data.
         let issued = try await harness.service.issueChallenge(
@@ -77,8 +77,8 @@ struct StoreContractTests {
         ).challenge
         await expectServiceError(.challengeMismatch, "not in client data") {
             _ = try await harness.service.authenticateAssertion(
-                try registered.assert(clientData: [1, 2, 3]), clientData: [1, 2, 3], keyID: registered.keyID,
-                challenge: issued)
+                try registered.assert(clientData: [1, 2, 3]), clientData: try .opaque([1, 2, 3], challenge: issued),
+                keyID: registered.keyID)
         }
     }
 
@@ -107,16 +107,16 @@ struct StoreContractTests {
         let challenge = try await harness.service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
         ).challenge
-        let clientData = Array("request|".utf8) + challenge
+        let clientData = challenge + Array("|request".utf8)
         options.counter = 6
         let six = try device.assert(clientData: clientData, options)
         _ = try await harness.service.authenticateAssertion(
-            six, clientData: clientData, keyID: device.keyID, challenge: challenge)
+            six, clientData: try .opaque(clientData, challenge: challenge), keyID: device.keyID)
         options.counter = 7
         let seven = try device.assert(clientData: clientData, options)
         await expectServiceError(.challengeUnknown, "challenge reused with a higher counter") {
             _ = try await harness.service.authenticateAssertion(
-                seven, clientData: clientData, keyID: device.keyID, challenge: challenge)
+                seven, clientData: try .opaque(clientData, challenge: challenge), keyID: device.keyID)
         }
     }
 
