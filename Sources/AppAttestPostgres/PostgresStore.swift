@@ -171,11 +171,26 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     deinit { runner.withLock { $0?.cancel() } }
 
+    /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column.
+    static let schemaVersion = 2
+
     private func migrate() async throws(StoreError) {
         try await perform { client, logger in
             try await client.withTransaction(logger: logger) { connection in
                 // One migrator at a time across every server that starts against this database.
                 try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
+                // The steps below take table locks even when there is nothing to do (CREATE INDEX IF NOT EXISTS a
+                // share lock, ALTER TABLE an exclusive one): run them only for an older schema, so that a server
+                // starting beside busy ones never waits on, or deadlocks with, their transactions.
+                try await connection.query(
+                    "CREATE TABLE IF NOT EXISTS app_attest_schema (version INT NOT NULL)", logger: logger)
+                var version = 0
+                for try await (stored) in try await connection.query(
+                    "SELECT max(version) FROM app_attest_schema", logger: logger
+                ).decode(Int32?.self) {
+                    version = Int(stored ?? 0)
+                }
+                guard version < Self.schemaVersion else { return }
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS app_attest_challenges (
@@ -213,11 +228,13 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     """, logger: logger)
                 try await connection.query(
                     "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
+                // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
                 try await connection.query(
-                    "CREATE TABLE IF NOT EXISTS app_attest_schema (version INT NOT NULL)", logger: logger)
-                try await connection.query(
-                    "INSERT INTO app_attest_schema (version) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM app_attest_schema)",
+                    "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
                     logger: logger)
+                try await connection.query("DELETE FROM app_attest_schema", logger: logger)
+                try await connection.query(
+                    "INSERT INTO app_attest_schema (version) VALUES (\(Int32(Self.schemaVersion)))", logger: logger)
             }
         }
     }
@@ -356,15 +373,80 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool {
-        let bytes = Data(keyID.rawValue), value = Int64(counter)
-        return try await affected { client, logger in
-            try await client.query(
+    public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
+        -> AssertionAcceptanceOutcome
+    {
+        let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
+        let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
+        let use = acceptance.challenge
+        let hasChallenge = use != nil, challenge = use.map { Data($0.challenge) }, purpose = use?.purpose
+        let userID = use?.userID, now = use?.now.timeIntervalSince1970
+        // One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
+        // only if it is, and the challenge is deleted only if the counter moved. The arithmetic is
+        // AssertionAcceptance.advance; every shift is guarded so that its count stays within 0...63.
+        let accepted = try await perform { client, logger -> Int64? in
+            let rows = try await client.query(
                 """
-                UPDATE app_attest_keys SET counter = \(value)
-                WHERE key_id = \(bytes) AND counter < \(value) AND revoked_at IS NULL RETURNING 1
+                WITH ch AS (
+                    SELECT challenge FROM app_attest_challenges
+                    WHERE \(hasChallenge) AND challenge = \(challenge) AND purpose = \(purpose)
+                        AND (key_id IS NULL OR key_id = \(key)) AND (user_id IS NULL OR user_id = \(userID))
+                        AND expires_at > \(now)
+                    FOR UPDATE
+                ), upd AS (
+                    UPDATE app_attest_keys SET
+                        seen = CASE
+                            WHEN \(counter) > counter THEN CASE
+                                WHEN \(counter) - counter >= 64 THEN 0
+                                ELSE ((seen & ((1::bigint << (63 - (\(counter) - counter))::int) - 1))
+                                        << (\(counter) - counter)::int)
+                                    | (1::bigint << (\(counter) - counter - 1)::int)
+                                END
+                            ELSE seen | (1::bigint << (counter - \(counter) - 1)::int)
+                            END,
+                        counter = GREATEST(counter, \(counter))
+                    WHERE key_id = \(key) AND revoked_at IS NULL
+                        AND (\(counter) > counter OR (counter - \(counter) BETWEEN 1 AND \(window) - 1
+                            AND (CASE WHEN counter - \(counter) BETWEEN 1 AND 63
+                                THEN (seen >> (counter - \(counter) - 1)::int) & 1 ELSE 1 END) = 0))
+                        AND (NOT \(hasChallenge) OR EXISTS (SELECT 1 FROM ch))
+                    RETURNING counter
+                ), del AS (
+                    DELETE FROM app_attest_challenges
+                    WHERE \(hasChallenge) AND challenge = \(challenge) AND EXISTS (SELECT 1 FROM upd)
+                    RETURNING 1
+                )
+                SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del)
                 """, logger: logger)
+            for try await (highest, _) in rows.decode((Int64?, Int64).self) { return highest }
+            return nil
         }
+        if let accepted { return .accepted(highestCounter: UInt32(clamping: accepted)) }
+        // Refused: one more read, to say why.
+        let state = try await perform { client, logger -> (Int64?, Double?, String?, Data?, String?, Double?)? in
+            let rows = try await client.query(
+                """
+                SELECT k.counter, k.revoked_at, c.purpose, c.key_id, c.user_id, c.expires_at
+                FROM (SELECT 1) AS one
+                LEFT JOIN app_attest_keys k ON k.key_id = \(key)
+                LEFT JOIN app_attest_challenges c ON \(hasChallenge) AND c.challenge = \(challenge)
+                """, logger: logger)
+            for try await row in rows.decode((Int64?, Double?, String?, Data?, String?, Double?).self) { return row }
+            return nil
+        }
+        guard let state, let highest = state.0 else { return .unknownKey }
+        if state.1 != nil { return .keyRevoked }
+        if let use {
+            var record: ChallengeRecord?
+            if let purpose = state.2, let expires = state.5 {
+                record = try Self.challengeRecord(use.challenge, (purpose, state.3, state.4, expires))
+            }
+            guard let record, record.purpose == use.purpose,
+                record.keyID == nil || record.keyID == acceptance.keyID,
+                record.userID == nil || record.userID == use.userID, record.expiresAt > use.now
+            else { return .challengeRefused(record) }
+        }
+        return .counterRefused(highestCounter: UInt32(clamping: highest))
     }
 
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {

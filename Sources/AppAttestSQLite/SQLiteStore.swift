@@ -80,6 +80,13 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                     CREATE INDEX IF NOT EXISTS challenges_user ON challenges(user_id);
                     """)
         }
+        migrator.registerMigration("v3") { db in
+            // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
+            let columns = try db.columns(in: "keys").map(\.name)
+            if !columns.contains("seen") {
+                try db.execute(sql: "ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0")
+            }
+        }
         return migrator
     }
 
@@ -206,14 +213,70 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool {
-        try await write { db in
+    public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
+        -> AssertionAcceptanceOutcome
+    {
+        let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
+        let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
+        let use = acceptance.challenge
+        return try await write { db -> AssertionAcceptanceOutcome in
+            // One write transaction: the counter moves only if the challenge is usable, then the challenge is
+            // deleted (no other writer runs in between). The arithmetic is AssertionAcceptance.advance.
             try db.execute(
-                sql: "UPDATE keys SET counter = ? WHERE key_id = ? AND counter < ? AND revoked_at IS NULL",
-                arguments: [Int64(counter), Data(keyID.rawValue), Int64(counter)])
-            return db.changesCount == 1
+                sql: Self.acceptStatement,
+                arguments: [
+                    counter, key, counter, window,
+                    use.map { Data($0.challenge) }, use.map { Data($0.challenge) }, use?.purpose, key, use?.userID,
+                    use?.now.timeIntervalSince1970,
+                ])
+            if db.changesCount == 1 {
+                if let use {
+                    try db.execute(sql: "DELETE FROM challenges WHERE challenge = ?", arguments: [Data(use.challenge)])
+                }
+                let highest = try Int64.fetchOne(db, sql: "SELECT counter FROM keys WHERE key_id = ?", arguments: [key])
+                return .accepted(highestCounter: UInt32(clamping: highest ?? counter))
+            }
+            // Refused: say why, from the same transaction.
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?", arguments: [key])
+            else { return .unknownKey }
+            if (row["revoked_at"] as Double?) != nil { return .keyRevoked }
+            if let use {
+                let stored = try Row.fetchOne(
+                    db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
+                    arguments: [Data(use.challenge)])
+                let record = try stored.map { try Self.challengeRecord(use.challenge, $0) }
+                if let record, record.purpose == use.purpose,
+                    record.keyID == nil || record.keyID == acceptance.keyID,
+                    record.userID == nil || record.userID == use.userID, record.expiresAt > use.now
+                {
+                    return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
+                }
+                return .challengeRefused(record)
+            }
+            return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
         }
     }
+
+    /// The conditional update of ``acceptAssertion(_:)``: arguments counter, key, counter, window, then the
+    /// challenge (or NULLs): challenge, challenge, purpose, key, user, now.
+    private static let acceptStatement = """
+        UPDATE keys SET
+            seen = CASE
+                WHEN ?1 > counter THEN CASE
+                    WHEN ?1 - counter >= 64 THEN 0
+                    ELSE ((seen & ((1 << (63 - (?1 - counter))) - 1)) << (?1 - counter)) | (1 << (?1 - counter - 1))
+                    END
+                ELSE seen | (1 << (counter - ?1 - 1))
+                END,
+            counter = CASE WHEN ?1 > counter THEN ?1 ELSE counter END
+        WHERE key_id = ?2 AND revoked_at IS NULL
+            AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?4 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
+            AND (?5 IS NULL OR EXISTS (
+                SELECT 1 FROM challenges WHERE challenge = ?6 AND purpose = ?7
+                    AND (key_id IS NULL OR key_id = ?8) AND (user_id IS NULL OR user_id = ?9) AND expires_at > ?10))
+        """
 
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
         try await write { db in

@@ -98,8 +98,31 @@ public struct AppAttestService: Sendable {
     public let receiptValidator: AppAttestReceiptValidator?
     /// How many unused challenges may be outstanding.
     public let challengeLimits: ChallengeLimits
+    /// Which assertion counters are accepted.
+    public let counterPolicy: CounterPolicy
     private let now: @Sendable () -> Date
     private let keyCache = KeyCache()
+
+    /// Which assertion counters a key may present (<doc:RunningTheVerificationService>, “Counters”).
+    ///
+    /// Apple's rule is a strictly increasing counter, and it is the default. An app that sends requests concurrently
+    /// generates assertions 5, 6, 7 that may arrive as 7, 5, 6: the strict rule refuses 5 and 6. With a reorder
+    /// window, each counter value is still accepted at most once, in any order within the window (the highest
+    /// accepted counter and the ones below it, like IPsec's anti-replay window); anything older is refused.
+    public struct CounterPolicy: Sendable, Hashable {
+        /// How many counters, the highest accepted one included, may be accepted in any order.
+        public let window: Int
+
+        /// Only counters above the highest accepted one (Apple's rule).
+        public static let strictlyIncreasing = CounterPolicy(window: 1)
+
+        /// Counters not yet accepted within `size` of the highest (2...64; larger values are 64).
+        public static func reorderWindow(_ size: Int) -> CounterPolicy {
+            CounterPolicy(window: min(max(size, 1), AssertionAcceptance.maximumWindow))
+        }
+
+        private init(window: Int) { self.window = window }
+    }
 
     /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
     /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
@@ -129,12 +152,14 @@ public struct AppAttestService: Sendable {
     ///   - challengeLifetime: how long a challenge stays usable, in seconds.
     ///   - challengeLimits: how many unused challenges may be outstanding.
     ///   - receiptValidator: validates the receipt of each new attestation when given.
+    ///   - counterPolicy: which assertion counters are accepted (strictly increasing by default).
     ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
         challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        counterPolicy: CounterPolicy = .strictlyIncreasing, now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.counterPolicy = counterPolicy
         self.verifier = verifier
         self.store = store
         self.challengeLifetime = challengeLifetime
@@ -269,39 +294,66 @@ public struct AppAttestService: Sendable {
                 .environmentNotAllowed,
                 "\(entry.record.environment.rawValue) keys are not allowed for \(entry.record.appID)")
         }
+        // With a reorder window, counters below the highest are acceptable: the verifier checks the lowest one the
+        // window could accept, and the store decides exactly.
+        let window = UInt32(counterPolicy.window)
+        let floor = entry.record.counter >= window ? entry.record.counter - window : 0
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
                 assertion, clientData: clientData, publicKey: entry.publicKey, appID: entry.record.appID,
-                previousCounter: entry.record.counter)
+                previousCounter: window > 1 ? floor : entry.record.counter)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
-        // After the signature (“Verifying assertions and counters”): the challenge is in the signed client data, and is
-        // consumed once.
+        // After the signature (“Verifying assertions and counters”): the challenge is in the signed client data, at
+        // its place (never searched for), and is consumed in the same store transaction as the counter.
+        var use: AssertionAcceptance.ChallengeUse?
         if let challenge = binding.challenge {
-            // At its defined place, never searched for (``AppAttestClientData``).
             guard binding.challengeIsInPlace else {
                 throw AppAttestServiceError(.challengeMismatch, "the challenge is not at its place in the client data")
             }
             // A challenge reserved for the key's user is usable by the user's keys.
-            try await consume(challenge, purpose: Purpose.assertion, keyID: keyID, userID: entry.record.userID)
+            use = .init(challenge: challenge, purpose: Purpose.assertion, userID: entry.record.userID, now: now())
         }
-        // One atomic statement: counter forward only, key not revoked.
-        let advanced = try await run { () async throws(StoreError) -> Bool in
-            try await store.advanceCounter(keyID, to: verified.counter)
+        let acceptance = AssertionAcceptance(
+            keyID: keyID, counter: verified.counter, window: counterPolicy.window, challenge: use)
+        let outcome = try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
+            try await store.acceptAssertion(acceptance)
         }
-        guard advanced else {
+        switch outcome {
+        case .accepted(let highest):
+            keyCache.advance(keyID, to: highest)
+            var updated = entry.record
+            updated.counter = highest
+            return AuthenticatedAssertion(key: updated, assertion: verified)
+        case .unknownKey:
             keyCache.remove(keyID)
-            let current = try await run { () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }
-            guard let current else { throw AppAttestServiceError(.unknownKey, "no key \(keyID)") }
-            if current.revokedAt != nil { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+            throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
+        case .keyRevoked:
+            keyCache.remove(keyID)
+            throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
+        case .counterRefused(let highest):
+            keyCache.advance(keyID, to: highest)
             throw AppAttestServiceError(.counterReplayed, "counter \(verified.counter) was already used for this key")
+        case .challengeRefused(let stored):
+            throw Self.challengeRefusal(stored, purpose: Purpose.assertion, keyID: keyID, now: now())
         }
-        keyCache.advance(keyID, to: verified.counter)
-        var updated = entry.record
-        updated.counter = verified.counter
-        return AuthenticatedAssertion(key: updated, assertion: verified)
+    }
+
+    /// Why a challenge was refused, from its stored record (nil: unknown or already used).
+    static func challengeRefusal(_ stored: ChallengeRecord?, purpose: String, keyID: KeyID, now: Date)
+        -> AppAttestServiceError
+    {
+        guard let stored else { return AppAttestServiceError(.challengeUnknown, "unknown or already used challenge") }
+        if stored.purpose != purpose {
+            return AppAttestServiceError(.challengeMismatch, "a challenge for \(stored.purpose), not \(purpose)")
+        }
+        if stored.keyID != nil && stored.keyID != keyID {
+            return AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
+        }
+        if stored.expiresAt <= now { return AppAttestServiceError(.challengeExpired, "the challenge expired") }
+        return AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
     }
 
     /// Revokes a key: its assertions are refused from now on.

@@ -5,6 +5,8 @@ public import Foundation
 public actor MemoryAppAttestStore: AppAttestStore {
     private var challenges: [[UInt8]: ChallengeRecord] = [:]
     private var keys: [KeyID: KeyRecord] = [:]
+    /// Counters accepted below the highest, for the reorder window (``AssertionAcceptance/advance(highest:seen:counter:window:)``).
+    private var seen: [KeyID: UInt64] = [:]
 
     /// An empty store.
     public init() {}
@@ -53,11 +55,26 @@ public actor MemoryAppAttestStore: AppAttestStore {
         keys.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
     }
 
-    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) throws(StoreError) -> Bool {
-        guard var record = keys[keyID], record.revokedAt == nil, record.counter < counter else { return false }
-        record.counter = counter
-        keys[keyID] = record
-        return true
+    public func acceptAssertion(_ acceptance: AssertionAcceptance) throws(StoreError) -> AssertionAcceptanceOutcome {
+        guard var record = keys[acceptance.keyID] else { return .unknownKey }
+        guard record.revokedAt == nil else { return .keyRevoked }
+        if let use = acceptance.challenge {
+            guard let stored = challenges[use.challenge] else { return .challengeRefused(nil) }
+            guard stored.purpose == use.purpose, stored.keyID == nil || stored.keyID == acceptance.keyID,
+                stored.userID == nil || stored.userID == use.userID, stored.expiresAt > use.now
+            else { return .challengeRefused(stored) }
+        }
+        guard
+            let (highest, mask) = AssertionAcceptance.advance(
+                highest: record.counter, seen: seen[acceptance.keyID] ?? 0, counter: acceptance.counter,
+                window: acceptance.window)
+        else { return .counterRefused(highestCounter: record.counter) }
+        // The actor runs this to the end before any other call: both changes or neither.
+        if let use = acceptance.challenge { challenges.removeValue(forKey: use.challenge) }
+        record.counter = highest
+        keys[acceptance.keyID] = record
+        seen[acceptance.keyID] = mask
+        return .accepted(highestCounter: highest)
     }
 
     public func revokeKey(_ keyID: KeyID, at time: Date) throws(StoreError) -> Bool {

@@ -111,6 +111,84 @@ public enum KeyInsertion: Sendable, Hashable {
     case duplicate(KeyRecord)
 }
 
+/// An assertion the service has verified, for the store to accept in one transaction: its counter, against the key's
+/// stored counters, and the challenge its client data binds, if any, consumed at the same time. Either both happen or
+/// neither does.
+public struct AssertionAcceptance: Sendable, Hashable {
+    /// The key that signed it.
+    public var keyID: KeyID
+    /// The assertion's counter.
+    public var counter: UInt32
+    /// How many counters, the highest accepted one included, may be accepted in any order, each at most once
+    /// (``AppAttestService/CounterPolicy``): 1 accepts only counters above the highest (strictly increasing); at most
+    /// 64.
+    public var window: Int
+    /// The challenge to consume, when the client data binds one.
+    public var challenge: ChallengeUse?
+
+    /// A challenge to consume with the counter.
+    public struct ChallengeUse: Sendable, Hashable {
+        /// The challenge's bytes.
+        public var challenge: [UInt8]
+        /// The purpose it must have been issued for.
+        public var purpose: String
+        /// The user of the key (a challenge reserved for a user is usable by that user's keys).
+        public var userID: String?
+        /// Challenges that expire at or before this instant are refused.
+        public var now: Date
+
+        /// A challenge use.
+        public init(challenge: [UInt8], purpose: String, userID: String?, now: Date) {
+            self.challenge = challenge
+            self.purpose = purpose
+            self.userID = userID
+            self.now = now
+        }
+    }
+
+    /// An acceptance to attempt.
+    public init(keyID: KeyID, counter: UInt32, window: Int, challenge: ChallengeUse?) {
+        self.keyID = keyID
+        self.counter = counter
+        self.window = window
+        self.challenge = challenge
+    }
+
+    /// The largest window: the highest counter and the 63 below it (one 63-bit mask beside the counter).
+    public static let maximumWindow = 64
+
+    /// The counter state after accepting `counter` into (`highest`, `seen`), or nil when it is refused. Bit `d - 1` of
+    /// `seen` records that `highest - d` was accepted, for `d` in 1...63; stores keep it beside the counter. This is
+    /// the rule the SQL statements of the SQLite and PostgreSQL stores apply.
+    public static func advance(highest: UInt32, seen: UInt64, counter: UInt32, window: Int) -> (UInt32, UInt64)? {
+        if counter > highest {
+            let shift = UInt64(counter - highest)
+            if shift >= 64 { return (counter, 0) }
+            let kept = (seen & ((UInt64(1) << (63 - shift)) - 1)) << shift
+            return (counter, kept | (UInt64(1) << (shift - 1)))
+        }
+        let distance = UInt64(highest - counter)
+        guard distance >= 1, distance <= UInt64(min(window, maximumWindow) - 1) else { return nil }
+        let bit = UInt64(1) << (distance - 1)
+        guard seen & bit == 0 else { return nil }
+        return (highest, seen | bit)
+    }
+}
+
+/// What the store did with an ``AssertionAcceptance``: on a refusal nothing changed, and the outcome says why.
+public enum AssertionAcceptanceOutcome: Sendable, Hashable {
+    /// The counter was recorded and the challenge, if any, consumed; the key's highest counter is now this.
+    case accepted(highestCounter: UInt32)
+    /// No such key.
+    case unknownKey
+    /// The key is revoked.
+    case keyRevoked
+    /// The challenge is unknown, used, expired, or not usable by this key: the stored record when there is one.
+    case challengeRefused(ChallengeRecord?)
+    /// The counter was already accepted, or is below the window.
+    case counterRefused(highestCounter: UInt32)
+}
+
 /// State for App Attest with atomic operations only: challenges are consumed once, keys are
 /// inserted uniquely, counters only move forward. No read-modify-write is left to the caller.
 public protocol AppAttestStore: Sendable {
@@ -143,10 +221,12 @@ public protocol AppAttestStore: Sendable {
     /// The keys bound to a user, oldest first.
     func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord]
 
-    /// Sets the counter to `counter` if the stored counter is lower and the key is not revoked, atomically.
-    /// Exactly one of several concurrent calls with the same value succeeds.
-    /// - Returns: whether the counter moved.
-    func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool
+    /// Accepts a verified assertion in one transaction: the counter is recorded (above the highest, or, with a
+    /// window above 1, a counter not yet accepted within it) only if the key exists and is not revoked and the
+    /// challenge, when given, is unexpired and usable by this key and user, in which case it is consumed. Exactly one
+    /// of several concurrent calls with the same counter, or the same challenge, succeeds. On a refusal nothing
+    /// changes.
+    func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome
 
     /// Marks a key revoked; returns whether it was active.
     func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool

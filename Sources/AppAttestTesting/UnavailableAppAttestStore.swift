@@ -22,7 +22,9 @@ public struct UnavailableAppAttestStore: AppAttestStore {
     public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
-    public func advanceCounter(_ keyID: KeyID, to counter: UInt32) async throws(StoreError) -> Bool { throw fail() }
+    public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
+        -> AssertionAcceptanceOutcome
+    { throw fail() }
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
     public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
         async throws(StoreError) -> Bool

@@ -181,7 +181,9 @@ struct StoreContractTests {
             _ = try await harness.service.authenticateAssertion(
                 try device.assert(clientData: [1]), clientData: [1], keyID: device.keyID)
         }
-        #expect(try await !harness.store.advanceCounter(device.keyID, to: 100))
+        #expect(
+            try await harness.store.acceptAssertion(.init(keyID: device.keyID, counter: 100, window: 1, challenge: nil))
+                == .keyRevoked)
         await expectServiceError(.unknownKey) {
             _ = try await harness.service.authenticateAssertion(
                 [0xA0], clientData: [1], keyID: try KeyID(rawValue: [UInt8](repeating: 1, count: 32)))

@@ -1,0 +1,192 @@
+import AppAttest
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import Testing
+
+/// Out-of-order assertions with a reorder window, and the single transaction that accepts an assertion, on every
+/// store (<doc:RunningTheVerificationService>, “Counters”).
+@Suite("Reorder window and one transaction per assertion")
+struct ReorderWindowTests {
+    /// The rule every store applies, checked against a set of accepted counters.
+    @Test("the window rule accepts each counter once, in any order within the window, nothing older")
+    func rule() {
+        var random = SystemRandomNumberGenerator()
+        for window in [1, 2, 8, 64] {
+            var highest: UInt32 = 0
+            var seen: UInt64 = 0
+            var accepted: Set<UInt32> = [0]
+            for _ in 0..<5_000 {
+                let top = max(highest, 1)
+                let counter = UInt32.random(in: (top > 80 ? top - 80 : 1)...(top + 70), using: &random)
+                let expected =
+                    !accepted.contains(counter)
+                    && (counter > highest || (window > 1 && highest - counter < UInt32(window)))
+                let result = AssertionAcceptance.advance(highest: highest, seen: seen, counter: counter, window: window)
+                #expect((result != nil) == expected, "window \(window) highest \(highest) counter \(counter)")
+                if let (newHighest, newSeen) = result {
+                    highest = newHighest
+                    seen = newSeen
+                    accepted.insert(counter)
+                }
+            }
+        }
+    }
+
+    static func service(_ harness: Harness, window: Int) -> AppAttestService {
+        let clock = harness.clock
+        return AppAttestService(
+            verifier: harness.service.verifier, store: harness.store, counterPolicy: .reorderWindow(window),
+            now: { clock.now })
+    }
+
+    static func assertion(_ device: SimulatedDevice, counter: UInt32, data: [UInt8]) throws -> [UInt8] {
+        var options = SimulatedDevice.AssertionOptions()
+        options.counter = counter
+        return try device.assert(clientData: data, options)
+    }
+
+    @Test(
+        "64 distinct counters, shuffled and sent at once: all accepted; every replay refused",
+        arguments: Backend.available)
+    func shuffledCounters(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let service = Self.service(harness, window: 64)
+        let data: [UInt8] = [4, 2]
+        let counters = Array(UInt32(1)...64).shuffled()
+        let assertions = try counters.map { try Self.assertion(device, counter: $0, data: data) }
+        let keyID = device.keyID
+        func sendAll() async -> [AppAttestServiceError.Code?] {
+            await withTaskGroup(of: AppAttestServiceError.Code?.self) { group in
+                for assertion in assertions {
+                    group.addTask {
+                        do {
+                            _ = try await service.authenticateAssertion(assertion, clientData: data, keyID: keyID)
+                            return nil
+                        } catch let error as AppAttestServiceError { return error.code } catch {
+                            return .storeUnavailable
+                        }
+                    }
+                }
+                var outcomes: [AppAttestServiceError.Code?] = []
+                for await outcome in group { outcomes.append(outcome) }
+                return outcomes
+            }
+        }
+        let first = await sendAll()
+        #expect(first.allSatisfy { $0 == nil }, "\(first.compactMap { $0 })")
+        #expect(try await harness.store.key(device.keyID)?.counter == 64)
+        let replays = await sendAll()
+        #expect(replays.allSatisfy { $0 == .counterReplayed || $0 == .verificationFailed }, "\(replays)")
+        #expect(!replays.contains { $0 == nil })
+        // Below the window: the highest is 64, so 0 (the attestation's) and anything under 1 are out; a new counter
+        // far ahead moves the window, and what fell out of it is refused.
+        _ = try await service.authenticateAssertion(
+            try Self.assertion(device, counter: 200, data: data), clientData: data, keyID: keyID)
+        await expectServiceError(.verificationFailed, "below the window") {
+            _ = try await service.authenticateAssertion(
+                try Self.assertion(device, counter: 136, data: data), clientData: data, keyID: keyID)
+        }
+        _ = try await service.authenticateAssertion(
+            try Self.assertion(device, counter: 137, data: data), clientData: data, keyID: keyID)
+        await expectServiceError(.counterReplayed) {
+            _ = try await service.authenticateAssertion(
+                try Self.assertion(device, counter: 137, data: data), clientData: data, keyID: keyID)
+        }
+    }
+
+    @Test(
+        "with a window, 64 concurrent assertions with one counter: exactly one is accepted",
+        arguments: Backend.available)
+    func sameCounterInWindow(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let service = Self.service(harness, window: 64)
+        let data: [UInt8] = [7]
+        // Move the highest to 50 first, so that counter 20 is inside the window, below the highest.
+        _ = try await service.authenticateAssertion(
+            try Self.assertion(device, counter: 50, data: data), clientData: data, keyID: device.keyID)
+        let assertion = try Self.assertion(device, counter: 20, data: data)
+        let keyID = device.keyID
+        let accepted = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<64 {
+                group.addTask {
+                    (try? await service.authenticateAssertion(assertion, clientData: data, keyID: keyID)) != nil
+                }
+            }
+            var count = 0
+            for await ok in group where ok { count += 1 }
+            return count
+        }
+        #expect(accepted == 1)
+        #expect(try await harness.store.key(device.keyID)?.counter == 50)
+    }
+
+    @Test("the strict policy refuses what arrives out of order", arguments: Backend.available)
+    func strictRefusesReordering(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let data: [UInt8] = [1]
+        _ = try await harness.service.authenticateAssertion(
+            try Self.assertion(device, counter: 7, data: data), clientData: data, keyID: device.keyID)
+        await expectServiceError(.verificationFailed) {
+            _ = try await harness.service.authenticateAssertion(
+                try Self.assertion(device, counter: 5, data: data), clientData: data, keyID: device.keyID)
+        }
+        // And the store itself, asked directly with window 1, refuses it too (the cache plays no part).
+        #expect(
+            try await harness.store.acceptAssertion(.init(keyID: device.keyID, counter: 6, window: 1, challenge: nil))
+                == .counterRefused(highestCounter: 7))
+    }
+
+    @Test(
+        "challenge and counter in one transaction: a refused counter leaves the challenge unused",
+        arguments: Backend.available)
+    func oneTransaction(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let first = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
+        ).challenge
+        let data = first + [1]
+        _ = try await harness.service.authenticateAssertion(
+            try Self.assertion(device, counter: 5, data: data), clientData: try .opaque(data, challenge: first),
+            keyID: device.keyID)
+        // A second challenge, bound by an assertion whose counter was already used: refused, challenge kept.
+        let second = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
+        ).challenge
+        let replayed = second + [2]
+        #expect(
+            try await harness.store.acceptAssertion(
+                .init(
+                    keyID: device.keyID, counter: 5, window: 1,
+                    challenge: .init(
+                        challenge: second, purpose: AppAttestService.Purpose.assertion, userID: nil,
+                        now: harness.clock.now))) == .counterRefused(highestCounter: 5))
+        #expect(try await harness.store.challenge(second) != nil, "the refused acceptance consumed nothing")
+        _ = try await harness.service.authenticateAssertion(
+            try Self.assertion(device, counter: 6, data: replayed),
+            clientData: try .opaque(replayed, challenge: second),
+            keyID: device.keyID)
+        #expect(try await harness.store.challenge(second) == nil)
+        #expect(try await harness.store.key(device.keyID)?.counter == 6)
+        // An expired challenge refuses the counter too: nothing moves.
+        let third = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
+        ).challenge
+        harness.clock.advance(301)
+        await expectServiceError(.challengeExpired) {
+            let late = third + [3]
+            _ = try await harness.service.authenticateAssertion(
+                try Self.assertion(device, counter: 7, data: late), clientData: try .opaque(late, challenge: third),
+                keyID: device.keyID)
+        }
+        #expect(try await harness.store.key(device.keyID)?.counter == 6)
+    }
+}
