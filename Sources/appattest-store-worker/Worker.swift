@@ -11,6 +11,11 @@ import Foundation
 ///
 ///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID same-counter COUNTER COPIES
 ///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID sequence FROM COUNT [challenge]
+///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID counters C1,C2,…
+///
+/// With `APPATTEST_WINDOW=N` in the environment the service accepts counters within a reorder window of N; then
+/// `sequence` sends its counters eight at a time, shuffled and concurrently, and `counters` sends all of its list at
+/// once.
 ///
 /// KEYFILE holds the device's raw P-256 private key; the key must already be registered. Every line is written
 /// unbuffered: `trying N` before an assertion is submitted, `accepted N [challenge-hex]` once it is stored,
@@ -49,7 +54,10 @@ struct Worker {
             authority: try TestCertificateAuthority(name: "Worker"), appID: appID, privateKey: key)
         // Assertions need only the stored key: the trust anchor of the verifier plays no part in them.
         let verifier = try AppAttestVerifier(configuration: .init(apps: [appID: [.development, .production]]))
-        let service = AppAttestService(verifier: verifier, store: store)
+        let window = ProcessInfo.processInfo.environment["APPATTEST_WINDOW"].flatMap(Int.init)
+        let service = AppAttestService(
+            verifier: verifier, store: store,
+            counterPolicy: window.map { .reorderWindow($0) } ?? .strictlyIncreasing)
         switch arguments[3] {
         case "same-counter":
             guard arguments.count == 6, let counter = UInt32(arguments[4]), let copies = Int(arguments[5]) else {
@@ -76,37 +84,72 @@ struct Worker {
                 throw WorkerError(description: "sequence FROM COUNT [challenge]")
             }
             let useChallenges = arguments.count > 6 && arguments[6] == "challenge"
-            var accepted = 0
             // A worker never outlives a test that forgot it: it stops after two minutes.
             let deadline = Date().addingTimeInterval(120)
-            for counter in from..<(from + count) where Date() < deadline {
-                var challenge: [UInt8]?
-                var clientData = Array("sequence \(counter)".utf8)
-                if useChallenges {
-                    let issued = try await service.issueChallenge(
-                        purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
-                    challenge = issued.challenge
-                    clientData = issued.challenge + Array("|request".utf8)
+            let batch = window == nil ? 1 : 8
+            var accepted = 0
+            var next = from
+            while next < from + count, Date() < deadline {
+                let counters = Array(next..<min(next + UInt32(batch), from + count)).shuffled()
+                next += UInt32(counters.count)
+                accepted += await withTaskGroup(of: Int.self) { group in
+                    for counter in counters {
+                        group.addTask {
+                            (try? await send(counter, service: service, device: device, challenge: useChallenges))
+                                ?? 0
+                        }
+                    }
+                    return await group.reduce(0, +)
                 }
-                var options = SimulatedDevice.AssertionOptions()
-                options.counter = counter
-                let assertion = try device.assert(clientData: clientData, options)
-                emit("trying \(counter) \(challenge.map { $0.hexString } ?? "-")")
-                do {
-                    _ = try await service.authenticateAssertion(
-                        assertion, clientData: try AppAttestClientData.opaque(clientData, challenge: challenge),
-                        keyID: device.keyID)
-                    accepted += 1
-                    emit("accepted \(counter) \(challenge.map { $0.hexString } ?? "-")")
-                } catch {
-                    emit("rejected \(counter) \(error.code)")
+            }
+            emit("done accepted=\(accepted)")
+        case "counters":
+            let counters = arguments[4].split(separator: ",").compactMap { UInt32($0) }
+            let accepted = await withTaskGroup(of: Int.self) { group in
+                for counter in counters {
+                    group.addTask {
+                        (try? await send(counter, service: service, device: device, challenge: false)) ?? 0
+                    }
                 }
+                return await group.reduce(0, +)
             }
             emit("done accepted=\(accepted)")
         default:
             throw WorkerError(description: "unknown command \(arguments[3])")
         }
         if let postgres = store as? PostgresAppAttestStore { postgres.shutdown() }
+    }
+}
+
+extension Worker {
+    /// Sends one assertion with `counter` (and a fresh challenge when asked); returns 1 when it was accepted.
+    static func send(
+        _ counter: UInt32, service: AppAttestService, device: SimulatedDevice, challenge useChallenge: Bool
+    )
+        async throws -> Int
+    {
+        var challenge: [UInt8]?
+        var clientData = Array("sequence \(counter)".utf8)
+        if useChallenge {
+            let issued = try await service.issueChallenge(
+                purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
+            challenge = issued.challenge
+            clientData = issued.challenge + Array("|request".utf8)
+        }
+        var options = SimulatedDevice.AssertionOptions()
+        options.counter = counter
+        let assertion = try device.assert(clientData: clientData, options)
+        emit("trying \(counter) \(challenge.map { $0.hexString } ?? "-")")
+        do {
+            _ = try await service.authenticateAssertion(
+                assertion, clientData: try AppAttestClientData.opaque(clientData, challenge: challenge),
+                keyID: device.keyID)
+            emit("accepted \(counter) \(challenge.map { $0.hexString } ?? "-")")
+            return 1
+        } catch {
+            emit("rejected \(counter) \(error.code)")
+            return 0
+        }
     }
 }
 

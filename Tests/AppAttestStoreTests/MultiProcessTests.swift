@@ -33,10 +33,15 @@ struct MultiProcessTests {
         return (harness, device, keyFile.path)
     }
 
-    func launch(_ arguments: [String], output: URL) throws -> Process {
+    func launch(_ arguments: [String], output: URL, window: Int? = nil) throws -> Process {
         let process = Process()
         process.executableURL = Self.worker
         process.arguments = arguments
+        if let window {
+            process.environment = ProcessInfo.processInfo.environment.merging(["APPATTEST_WINDOW": "\(window)"]) {
+                $1
+            }
+        }
         FileManager.default.createFile(atPath: output.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = FileHandle.nullDevice
@@ -132,6 +137,107 @@ struct MultiProcessTests {
         options.counter = stored + 1
         _ = try await harness.service.authenticateAssertion(
             try device.assert(clientData: [1], options), clientData: [1], keyID: device.keyID)
+        if backend == .sqlite, let spec = harness.spec {
+            let queue = try DatabaseQueue(path: String(spec.dropFirst("sqlite:".count)))
+            let result = try await queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+            #expect(result == "ok")
+        }
+    }
+}
+
+extension MultiProcessTests {
+    @Test(
+        "reorder window, two processes: 64 distinct counters shuffled across both, all accepted",
+        arguments: processBackends)
+    func windowAcrossProcesses(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        let counters = Array(UInt32(1)...64).shuffled()
+        let halves = [counters.prefix(32), counters.suffix(32)].map { $0.map(String.init).joined(separator: ",") }
+        let outputs = [outputFile(), outputFile()]
+        let processes = try zip(halves, outputs).map { half, output in
+            try launch([harness.spec!, keyFile, Harness.appID.rawValue, "counters", half], output: output, window: 64)
+        }
+        for process in processes { try await wait(process) }
+        let accepted = outputs.flatMap(lines).filter { $0.hasPrefix("accepted ") }.compactMap {
+            UInt32($0.split(separator: " ")[1])
+        }
+        #expect(
+            accepted.sorted() == Array(UInt32(1)...64), "\(outputs.flatMap(lines).filter { $0.hasPrefix("rejected") })")
+        #expect(try await harness.store.key(device.keyID)?.counter == 64)
+        // Both again: every one is a replay.
+        let again = [outputFile(), outputFile()]
+        let replays = try zip(halves, again).map { half, output in
+            try launch([harness.spec!, keyFile, Harness.appID.rawValue, "counters", half], output: output, window: 64)
+        }
+        for process in replays { try await wait(process) }
+        #expect(again.flatMap(lines).filter { $0.hasPrefix("accepted ") }.isEmpty)
+        #expect(again.flatMap(lines).filter { $0.hasPrefix("rejected ") }.count == 64)
+    }
+
+    @Test(
+        "reorder window, two processes, 32 copies each of one in-window counter: exactly one accepted",
+        arguments: processBackends)
+    func windowSameCounterAcrossProcesses(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        // The highest is 40, so counter 30 lies inside the window, below it.
+        var options = SimulatedDevice.AssertionOptions()
+        options.counter = 40
+        _ = try await harness.service.authenticateAssertion(
+            try device.assert(clientData: [4, 0], options), clientData: [4, 0], keyID: device.keyID)
+        let outputs = [outputFile(), outputFile()]
+        let processes = try outputs.map {
+            try launch(
+                [harness.spec!, keyFile, Harness.appID.rawValue, "same-counter", "30", "32"], output: $0, window: 64)
+        }
+        for process in processes { try await wait(process) }
+        let accepted = outputs.flatMap(lines).compactMap { line -> Int? in
+            guard line.hasPrefix("done accepted=") else { return nil }
+            return Int(line.dropFirst("done accepted=".count))
+        }
+        #expect(accepted.count == 2 && accepted.reduce(0, +) == 1, "\(outputs.flatMap(lines))")
+        #expect(try await harness.store.key(device.keyID)?.counter == 40)
+    }
+
+    @Test(
+        "reorder window, SIGKILL mid-load with 8 in flight: every accepted counter and challenge stays used",
+        arguments: processBackends)
+    func windowKilledMidLoad(_ backend: Backend) async throws {
+        let (harness, device, keyFile) = try await setUp(backend)
+        defer { harness.close() }
+        let output = outputFile()
+        let process = try launch(
+            [harness.spec!, keyFile, Harness.appID.rawValue, "sequence", "1", "1000000", "challenge"], output: output,
+            window: 64)
+        let deadline = Date().addingTimeInterval(60)
+        while lines(output).filter({ $0.hasPrefix("accepted ") }).count < 80, Date() < deadline, process.isRunning {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        try await wait(process)
+        #expect(process.terminationReason == .uncaughtSignal)
+        let log = lines(output)
+        let accepted = log.filter { $0.hasPrefix("accepted ") }.map { $0.split(separator: " ") }
+        let tried = log.filter { $0.hasPrefix("trying ") }.compactMap { UInt32($0.split(separator: " ")[1]) }
+        #expect(accepted.count >= 80, "\(log.suffix(3))")
+        let highest = accepted.compactMap { UInt32($0[1]) }.max() ?? 0
+        let stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        #expect(stored >= highest && stored <= (tried.max() ?? 0), "stored \(stored), accepted up to \(highest)")
+        // Nothing accepted is lost: each accepted counter is refused again, its challenge is gone.
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store, counterPolicy: .reorderWindow(64))
+        for line in accepted {
+            let counter = try #require(UInt32(line[1]))
+            #expect(try await harness.store.challenge(hexBytes(String(line[2]))) == nil, "challenge of \(counter)")
+            guard stored - counter < 63 else { continue }
+            var options = SimulatedDevice.AssertionOptions()
+            options.counter = counter
+            await expectServiceError(.counterReplayed, "counter \(counter) accepted again") {
+                _ = try await service.authenticateAssertion(
+                    try device.assert(clientData: [9], options), clientData: [9], keyID: device.keyID)
+            }
+        }
         if backend == .sqlite, let spec = harness.spec {
             let queue = try DatabaseQueue(path: String(spec.dropFirst("sqlite:".count)))
             let result = try await queue.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
