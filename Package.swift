@@ -14,6 +14,7 @@ let strict: [SwiftSetting] = [
 
 let sqlite: TargetDependencyCondition? = .when(traits: ["SQLite"])
 let postgres: TargetDependencyCondition? = .when(traits: ["PostgreSQL"])
+let http: TargetDependencyCondition? = .when(traits: ["HTTP"])
 let hummingbird: TargetDependencyCondition? = .when(traits: ["Hummingbird"])
 let vapor: TargetDependencyCondition? = .when(traits: ["Vapor"])
 let appleAPI: TargetDependencyCondition? = .when(traits: ["AppleServerAPI"])
@@ -29,6 +30,7 @@ let package = Package(
         .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
         .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
+        .library(name: "AppAttestHTTP", targets: ["AppAttestHTTP"]),
         .library(name: "AppAttestHummingbird", targets: ["AppAttestHummingbird"]),
         .library(name: "AppAttestVapor", targets: ["AppAttestVapor"]),
         .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
@@ -39,9 +41,18 @@ let package = Package(
         .trait(name: "SQLite", description: "AppAttestSQLite: the embedded store on SQLite (GRDB)."),
         .trait(name: "PostgreSQL", description: "AppAttestPostgres: the shared store on PostgreSQL (postgres-nio)."),
         .trait(
+            name: "HTTP",
+            description:
+                "AppAttestHTTP: the framework-neutral HTTP layer the adapters and the service share (swift-http-types)."
+        ),
+        .trait(
             name: "Hummingbird",
-            description: "AppAttestHummingbird: routes and middleware for Hummingbird 2 (hummingbird)."),
-        .trait(name: "Vapor", description: "AppAttestVapor: routes and middleware for Vapor 4 (vapor)."),
+            description:
+                "AppAttestHummingbird: routes and middleware for Hummingbird 2 (hummingbird, hummingbird-auth).",
+            enabledTraits: ["HTTP"]),
+        .trait(
+            name: "Vapor", description: "AppAttestVapor: routes and middleware for Vapor 4 (vapor).",
+            enabledTraits: ["HTTP"]),
         .trait(
             name: "AppleServerAPI",
             description:
@@ -68,6 +79,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.4.0"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -139,6 +151,16 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: The HTTP layer the adapters and the service share
+        .target(
+            name: "AppAttestHTTP",
+            dependencies: [
+                "AppAttest", "AppAttestStore",
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Apple's server APIs (I/O starts here)
         .target(
             name: "AppleDeviceAPI",
@@ -169,8 +191,9 @@ let package = Package(
         .target(
             name: "AppAttestHummingbird",
             dependencies: [
-                "AppAttest", "AppAttestStore",
+                "AppAttest", "AppAttestStore", "AppAttestHTTP",
                 .product(name: "Hummingbird", package: "hummingbird", condition: hummingbird),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: hummingbird),
             ],
@@ -178,7 +201,11 @@ let package = Package(
         ),
         .target(
             name: "AppAttestVapor",
-            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Vapor", package: "vapor", condition: vapor)],
+            dependencies: [
+                "AppAttest", "AppAttestStore", "AppAttestHTTP",
+                .product(name: "Vapor", package: "vapor", condition: vapor),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: vapor),
+            ],
             swiftSettings: strict
         ),
 
@@ -186,8 +213,8 @@ let package = Package(
         .target(
             name: "AppAttestServer",
             dependencies: [
-                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres",
-                "AppAttestHummingbird", "AppleDeviceAPI",
+                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestHTTP", "AppAttestSQLite",
+                "AppAttestPostgres", "AppAttestHummingbird", "AppleDeviceAPI",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: service),
                 .product(name: "HummingbirdCore", package: "hummingbird", condition: service),
@@ -267,7 +294,7 @@ let package = Package(
         .testTarget(
             name: "AppAttestHummingbirdTests",
             dependencies: [
-                "AppAttestHummingbird", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                "AppAttestHummingbird", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
             ],
@@ -276,7 +303,7 @@ let package = Package(
         .testTarget(
             name: "AppAttestVaporTests",
             dependencies: [
-                "AppAttestVapor", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                "AppAttestVapor", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
                 .product(name: "VaporTesting", package: "vapor", condition: vapor),
             ],
             swiftSettings: strict
@@ -284,7 +311,8 @@ let package = Package(
         .testTarget(
             name: "AppAttestServerTests",
             dependencies: [
-                "AppAttestServer", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting", "AppAttest",
+                "AppAttestServer", "AppAttestHTTP", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting",
+                "AppAttest",
                 "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),

@@ -1,31 +1,33 @@
 #if Hummingbird
 import AppAttest
+public import AppAttestHTTP
 public import AppAttestStore
 import Foundation
-import HTTPTypes
+public import HTTPTypes
 public import Hummingbird
+public import HummingbirdAuth
 import NIOCore
 
-/// A request context that can carry the verified device.
-public protocol AppAttestRequestContext: RequestContext {
-    var attestedDevice: AttestedDevice? { get set }
-}
+/// A request context for applications that need nothing else: hummingbird-auth's context, whose identity is the
+/// verified device (`context.identity`, `try context.requireIdentity()`).
+public typealias AppAttestRequestContext = BasicAuthRequestContext<AttestedDevice>
 
-/// A ready context for applications that need nothing else.
-public struct AppAttestBasicRequestContext: AppAttestRequestContext {
-    public var coreContext: CoreRequestContextStorage
-    /// The verified device, once the middleware has accepted the request.
-    public var attestedDevice: AttestedDevice?
+/// Verifies the App Attest assertion of every request it guards (``AppAttestHTTPHeaders``; client data bound to
+/// method, path, body and a one-time challenge) and makes the verified device the request's identity, as
+/// hummingbird-auth's authenticators do. A refused request throws an ``AppAttestProblem``, a Hummingbird
+/// `HTTPResponseError`: rendered as `application/problem+json` (400 malformed, 401 failed verification, 409
+/// replay, 413, 429, 503) unless the application's own error middleware catches it first.
+///
+/// ```swift
+/// let router = Router(context: AppAttestRequestContext.self)
+/// router.addRoutes(AppAttestRoutes(service: service).collection, atPath: "appattest")
+/// router.group("api").add(middleware: AppAttestMiddleware(service: service))
+///     .post("orders") { _, context in "device \(try context.requireIdentity().keyID)" }
+/// ```
+public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: AuthenticatorMiddleware {
+    /// The verified device.
+    public typealias Identity = AttestedDevice
 
-    public init(source: Source) {
-        coreContext = .init(source: source)
-    }
-}
-
-/// Verifies the App Attest assertion of every request it guards (headers of `AppAttestRequestBinding`, client
-/// data bound to method, path, body and a one-time challenge) and passes the verified device on in the context.
-/// Failures become JSON problem responses (400 malformed, 401 failed verification, 409 replay, 413, 429, 503).
-public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddleware {
     /// The framework-neutral operations it runs.
     public let operations: AppAttestHTTPOperations
     /// The largest request body hashed into the client data.
@@ -35,46 +37,65 @@ public struct AppAttestMiddleware<Context: AppAttestRequestContext>: RouterMiddl
     ///   - service: the service that verifies assertions and keeps counters.
     ///   - maximumBodySize: the largest request body accepted (413 beyond it); the body is hashed into the client data.
     ///   - rateLimiter: limits assertions per key (429 beyond it).
-    public init(service: AppAttestService, maximumBodySize: Int = 1024 * 1024, rateLimiter: AppAttestRateLimiter? = nil)
-    {
+    public init(
+        service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
+        rateLimiter: AppAttestRateLimiter? = nil
+    ) {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
         self.maximumBodySize = maximumBodySize
     }
 
+    /// Collects the body once (it is hashed into the client data and then handed on), verifies, and passes the
+    /// request on with the device as its identity.
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
     {
         var request = request
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: maximumBodySize) } catch {
-            return response(.problem(.bodyTooLarge))
+            throw AppAttestProblem.bodyTooLarge
         }
         request.body = .init(buffer: body)
-        let headers = request.headers
-        let result = await operations.authenticate(
-            method: request.method.rawValue, pathAndQuery: request.uri.description, body: body.readableBytesView
-        ) { name in HTTPField.Name(name).flatMap { headers[values: $0].first } }
-        switch result {
+        var context = context
+        context.identity = try await verify(request, body: body, context: context)
+        return try await next(request, context)
+    }
+
+    /// Verifies a request whose body is already collected; throws the refusal.
+    public func authenticate(request: Request, context: Context) async throws -> AttestedDevice? {
+        var request = request
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: maximumBodySize) } catch {
+            throw AppAttestProblem.bodyTooLarge
+        }
+        return try await verify(request, body: body, context: context)
+    }
+
+    private func verify(_ request: Request, body: ByteBuffer, context: Context) async throws -> AttestedDevice {
+        switch await operations.authenticate(request.head, body: body.readableBytesView) {
         case .failure(let problem):
             context.logger.info("App Attest assertion refused", metadata: ["code": "\(problem.code)"])
-            return response(.problem(problem))
+            throw problem
         case .success(let device):
-            var updated = context
-            updated.attestedDevice = device
-            return try await next(request, updated)
+            return device
         }
     }
 }
 
-/// A Hummingbird response for a framework-neutral one.
-package func response(_ response: AppAttestHTTPResponse) -> Response {
-    var headers = HTTPFields()
-    headers[.contentType] = response.contentType
-    for (name, value) in response.headers {
-        if let name = HTTPField.Name(name) { headers[name] = value }
+extension AppAttestProblem: HTTPResponseError {
+    /// The problem as an `application/problem+json` response.
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(
+            status: status, headers: headerFields, body: .init(byteBuffer: ByteBuffer(bytes: document)))
     }
-    return Response(
-        status: .init(code: response.status), headers: headers,
-        body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+}
+
+extension Response {
+    /// A Hummingbird response for a framework-neutral one.
+    package init(_ response: AppAttestHTTPResponse) {
+        self.init(
+            status: response.status, headers: response.headerFields,
+            body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+    }
 }
 #endif  // Hummingbird

@@ -161,6 +161,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         self.logger = logger
     }
 
+    /// Stops the client's connection pool (the ``AppAttestStore/AppAttestStore/close()`` of this store).
+    public func close() async { shutdown() }
+
     /// Stops the client's connection pool.
     public func shutdown() {
         runner.withLock { task in

@@ -298,6 +298,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
+    /// Closes the database file; later operations fail with `unavailable`.
+    public func close() async {
+        try? pool.close()
+    }
+
     // MARK: Helpers
 
     private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {

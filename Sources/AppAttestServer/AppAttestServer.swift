@@ -4,6 +4,7 @@ import AppAttestHummingbird
 import AppAttestPostgres
 import AppAttestSQLite
 public import AppAttestStore
+import AppAttestHTTP
 import AppleDeviceAPI
 public import Foundation
 import HTTPTypes

@@ -2,6 +2,7 @@
 import AppAttest
 import AppAttestHummingbird
 import AppAttestStore
+import AppAttestHTTP
 import AppleDeviceAPI
 import Foundation
 import HTTPTypes
@@ -17,7 +18,7 @@ extension AppAttestServer {
         // A trivial route: the ceiling of the HTTP stack in load tests.
         router.get("ping") { _, _ in "pong" }
         // Liveness: the process answers, whatever the store does (a database outage must not restart pods).
-        router.get("health/live") { _, _ in response(.json(["status": "ok"])) }
+        router.get("health/live") { _, _ in Response(.json(["status": "ok"])) }
         // Readiness: the store answers too. `/health` is the same, for existing probes.
         router.get("health/ready") { _, _ in await self.health() }
         router.get("health") { _, _ in await self.health() }
@@ -48,9 +49,17 @@ extension AppAttestServer {
             }
         }
         v1.post("assertions/verify") { request, context in
-            try await self.json(request, context, operation: "assertion") { (body: AssertionRequest) in
+            try await self.raw(request, context, operation: "assertion") { bytes in
                 if let refusal = Self.refusal(context, .verify) { return refusal }
-                return await self.assertion(body, caller: context.scope)
+                guard let operations = self.operations else { return .problem(Self.notConfigured) }
+                // The same operation as every front end's (AppAttestHTTPOperations); a caller limited to some App
+                // IDs is refused keys of others before anything is verified.
+                switch await operations.verifyAssertion(
+                    body: bytes, authorize: { keyID in await self.outOfScope(keyID, context.scope) })
+                {
+                case .success(let authenticated): return .json(KeyResponse(authenticated.key))
+                case .failure(let problem): return .problem(problem)
+                }
             }
         }
         v1.get("keys/:keyId") { request, context in
@@ -87,21 +96,6 @@ extension AppAttestServer {
         var attestationObject: String
         var challenge: String
         var userId: String?
-    }
-
-    struct BoundRequest: Decodable {
-        var method: String
-        var pathAndQuery: String
-        var bodySha256: String
-        var challenge: String
-    }
-
-    struct AssertionRequest: Decodable {
-        var keyId: String
-        var assertion: String
-        var clientData: String?
-        var challenge: String?
-        var request: BoundRequest?
     }
 
     struct KeyResponse: Encodable {
@@ -142,7 +136,7 @@ extension AppAttestServer {
     }
 
     static let notConfigured = AppAttestProblem(
-        status: 503, code: "notConfigured", title: "No App ID is configured on this server")
+        status: .serviceUnavailable, code: "notConfigured", title: "No App ID is configured on this server")
 
     // MARK: Operations
 
@@ -171,55 +165,6 @@ extension AppAttestServer {
         {
         case .success(let record): return .json(KeyResponse(record))
         case .failure(let problem): return .problem(problem)
-        }
-    }
-
-    func assertion(_ body: AssertionRequest, caller: Caller?) async -> AppAttestHTTPResponse {
-        guard let service else { return .problem(Self.notConfigured) }
-        guard let keyID = try? KeyID(base64Encoded: body.keyId),
-            let assertion = AppAttestRequestBinding.decodeBase64(body.assertion, limit: AssertionObject.maximumSize)
-        else { return .problem(.malformed("Expected keyId and assertion")) }
-        if let refusal = await outOfScope(keyID, caller) { return refusal }
-        let clientData: AppAttestClientData
-        do {
-            switch (body.clientData, body.request) {
-            case (let text?, nil):
-                guard
-                    let data = AppAttestRequestBinding.decodeBase64(
-                        text, limit: AppAttestClientData.maximumOpaqueLength)
-                else {
-                    return .problem(.malformed("clientData is not Base64 (at most 64 KiB)"))
-                }
-                var challenge: [UInt8]?
-                if let text = body.challenge {
-                    guard
-                        let bytes = AppAttestRequestBinding.decodeBase64URL(
-                            text, limit: AppAttestClientData.maximumChallengeLength)
-                    else {
-                        return .problem(.malformed("challenge is not Base64URL"))
-                    }
-                    challenge = bytes
-                }
-                clientData = try AppAttestClientData.opaque(data, challenge: challenge)
-            case (nil, let bound?):
-                guard body.challenge == nil,
-                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64),
-                    let bytes = AppAttestRequestBinding.decodeBase64URL(
-                        bound.challenge, limit: AppAttestClientData.maximumChallengeLength)
-                else { return .problem(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
-                clientData = try AppAttestClientData.request(
-                    method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
-            default:
-                return .problem(.malformed("Give exactly one of clientData and request"))
-            }
-        } catch {
-            return .problem(AppAttestProblem(error))
-        }
-        do {
-            let authenticated = try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID)
-            return .json(KeyResponse(authenticated.key))
-        } catch {
-            return .problem(AppAttestProblem(error))
         }
     }
 
@@ -254,7 +199,9 @@ extension AppAttestServer {
     func refresh(_ keyID: KeyID) async -> AppAttestHTTPResponse {
         guard let refresher else {
             return .problem(
-                .init(status: 503, code: "receiptRefreshNotConfigured", title: "No Apple provider key is configured"))
+                .init(
+                    status: .serviceUnavailable, code: "receiptRefreshNotConfigured",
+                    title: "No Apple provider key is configured"))
         }
         let record: KeyRecord
         do {
@@ -264,7 +211,7 @@ extension AppAttestServer {
             return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
         }
         guard record.revokedAt == nil else {
-            return .problem(.init(status: 409, code: "keyRevoked", title: "The key was revoked"))
+            return .problem(.init(status: .conflict, code: "keyRevoked", title: "The key was revoked"))
         }
         do {
             let publicKey = try AttestedPublicKey(x963Representation: record.publicKey)
@@ -288,13 +235,14 @@ extension AppAttestServer {
             }
         } catch let error as AppleAPIError {
             logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(error.code)"])
-            return .problem(.init(status: 502, code: "apple.\(error.code)", title: "Apple's receipt service refused"))
+            return .problem(
+                .init(status: .badGateway, code: "apple.\(error.code)", title: "Apple's receipt service refused"))
         } catch let error as StoreError {
             return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
         } catch let error as AppAttestServiceError {
             return .problem(AppAttestProblem(error))
         } catch {
-            return .problem(.init(status: 500, code: "internal", title: "Internal error"))
+            return .problem(.init(status: .internalServerError, code: "internal", title: "Internal error"))
         }
     }
 
@@ -303,15 +251,15 @@ extension AppAttestServer {
         let probe = try! KeyID(rawValue: [UInt8](repeating: 0, count: 32))
         do {
             _ = try await store.key(probe)
-            return response(.json(["status": "ok", "store": "ok"]))
+            return Response(.json(["status": "ok", "store": "ok"]))
         } catch {
-            return response(.json(["status": "unavailable", "store": "unavailable"], status: 503))
+            return Response(.json(["status": "unavailable", "store": "unavailable"], status: .serviceUnavailable))
         }
     }
 
-    static let unknownKey = AppAttestProblem(status: 404, code: "unknownKey", title: "No such key")
+    static let unknownKey = AppAttestProblem(status: .notFound, code: "unknownKey", title: "No such key")
     static let forbidden = AppAttestProblem(
-        status: 403, code: "forbidden", title: "This caller's token does not allow this operation")
+        status: .forbidden, code: "forbidden", title: "This caller's token does not allow this operation")
 
     /// 403 when the caller's token lacks `permission`.
     static func refusal(_ context: ServerRequestContext, _ permission: ServerConfiguration.Permission)
@@ -321,19 +269,29 @@ extension AppAttestServer {
     }
 
     /// 404, as if the key did not exist, when the caller is limited to App IDs that do not include the key's.
-    func outOfScope(_ keyID: KeyID, _ caller: Caller?) async -> AppAttestHTTPResponse? {
+    func outOfScope(_ keyID: KeyID, _ caller: Caller?) async -> AppAttestProblem? {
         guard let caller, caller.appIDs != nil else { return nil }
         do {
             guard let record = try await store.key(keyID), caller.covers(record.appID) else {
-                return .problem(Self.unknownKey)
+                return Self.unknownKey
             }
             return nil
         } catch {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+            return AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description))
         }
     }
 
     // MARK: Plumbing
+
+    /// Runs an operation on the raw body, records its outcome and duration.
+    func raw(
+        _ request: Request, _ context: ServerRequestContext, operation: String,
+        _ body: (ByteBufferView) async -> AppAttestHTTPResponse
+    ) async throws -> Response {
+        let start = ContinuousClock.now
+        let bytes = try await request.body.collect(upTo: configuration.maximumBodyBytes)
+        return finish(await body(bytes.readableBytesView), context, operation: operation, start: start)
+    }
 
     /// Decodes a JSON body, runs the operation, records its outcome and duration.
     func json<Body: Decodable>(
@@ -364,7 +322,7 @@ extension AppAttestServer {
             let keyID = try? KeyID(rawValue: raw)
         {
             if let refusal = await outOfScope(keyID, context.scope) {
-                result = refusal
+                result = .problem(refusal)
             } else {
                 result = await body(keyID)
             }
@@ -379,7 +337,7 @@ extension AppAttestServer {
         start: ContinuousClock.Instant
     ) -> Response {
         let duration = ContinuousClock.now - start
-        let code = result.status < 300 ? nil : result.problemCode ?? "status\(result.status)"
+        let code = result.status.code < 300 ? nil : result.problemCode ?? "status\(result.status.code)"
         metrics.record(operation: operation, code: code, duration: duration)
         context.logger.debug(
             "\(operation)",
@@ -387,7 +345,7 @@ extension AppAttestServer {
                 "caller": "\(context.caller ?? "-")", "status": "\(result.status)", "code": "\(code ?? "ok")",
                 "ms": "\(Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)",
             ])
-        return response(result)
+        return Response(result)
     }
 }
 
@@ -402,24 +360,24 @@ struct CallerMiddleware: RouterMiddleware {
     ) async throws -> Response {
         guard let caller = server.tokens.caller(authorization: request.headers[.authorization]) else {
             server.metrics.refused("unauthorized")
-            var refused = response(
-                .problem(.init(status: 401, code: "unauthorized", title: "A valid bearer token is required")))
+            var refused = Response(
+                .problem(.init(status: .unauthorized, code: "unauthorized", title: "A valid bearer token is required")))
             refused.headers[.wwwAuthenticate] = "Bearer"
             return refused
         }
         if let limiter = server.rateLimiter, case .limited(let retryAfter) = limiter.acquire(caller.name) {
             server.metrics.refused("rateLimited")
-            return response(.problem(.rateLimited(retryAfter: retryAfter)))
+            return Response(.problem(.rateLimited(retryAfter: retryAfter)))
         }
         var request = request
         let limit = server.configuration.maximumBodyBytes
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             server.metrics.refused("bodyTooLarge")
-            return response(.problem(.bodyTooLarge))
+            return Response(.problem(.bodyTooLarge))
         }
         do { request.body = .init(buffer: try await request.body.collect(upTo: limit)) } catch {
             server.metrics.refused("bodyTooLarge")
-            return response(.problem(.bodyTooLarge))
+            return Response(.problem(.bodyTooLarge))
         }
         var context = context
         context.scope = caller

@@ -231,7 +231,15 @@ public protocol AppAttestStore: Sendable {
     /// Marks a key revoked; returns whether it was active.
     func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
 
+    /// Releases the store's connections or files; the store is not used afterwards. Frameworks call it at shutdown.
+    func close() async
+
     /// Replaces a key's receipt; returns whether the key exists.
     func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
         -> Bool
+}
+
+extension AppAttestStore {
+    /// Nothing to release (the in-memory store, and stores that release everything when deallocated).
+    public func close() async {}
 }

@@ -1,5 +1,6 @@
 #if Hummingbird
 import AppAttest
+import AppAttestHTTP
 import AppAttestHummingbird
 import AppAttestStore
 import AppAttestTesting
@@ -17,17 +18,17 @@ struct MiddlewareTests {
     /// The routes at /appattest and a protected POST /api/order, on `store`.
     static func makeRouter(
         store: any AppAttestStore = MemoryAppAttestStore(), rateLimiter: AppAttestRateLimiter? = nil
-    ) throws -> Router<AppAttestBasicRequestContext> {
+    ) throws -> Router<AppAttestRequestContext> {
         let service = AppAttestService(
             verifier: try AppAttestVerifier(
                 configuration: .init(appID: appID, environment: .production, trustAnchor: authority.trustAnchor)),
             store: store)
-        let router = Router(context: AppAttestBasicRequestContext.self)
-        AppAttestRoutes<AppAttestBasicRequestContext>(service: service).add(to: router)
+        let router = Router(context: AppAttestRequestContext.self)
+        router.addRoutes(AppAttestRoutes(service: service).collection, atPath: "appattest")
         router.group("api").add(
             middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096, rateLimiter: rateLimiter)
         )
-        .post("order") { _, context in "ok counter \(context.attestedDevice!.counter)" }
+        .post("order") { _, context in "ok counter \(try context.requireIdentity().counter)" }
         return router
     }
 
@@ -74,9 +75,9 @@ struct MiddlewareTests {
             method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
         let assertion = try device.assert(clientData: clientData)
         var headers = HTTPFields()
-        headers[HTTPField.Name(AppAttestRequestBinding.keyIDHeader)!] = device.keyID.base64EncodedString
-        headers[HTTPField.Name(AppAttestRequestBinding.assertionHeader)!] = Data(assertion).base64EncodedString()
-        headers[HTTPField.Name(AppAttestRequestBinding.challengeHeader)!] = AppAttestRequestBinding.base64URL(challenge)
+        headers[HTTPField.Name(AppAttestHTTPHeaders.keyID.rawName)!] = device.keyID.base64EncodedString
+        headers[HTTPField.Name(AppAttestHTTPHeaders.assertion.rawName)!] = Data(assertion).base64EncodedString()
+        headers[HTTPField.Name(AppAttestHTTPHeaders.challenge.rawName)!] = AppAttestRequestBinding.base64URL(challenge)
         return headers
     }
 
@@ -149,7 +150,7 @@ struct MiddlewareTests {
                 #expect(response.status == .unauthorized)
                 #expect(code(response) == "missingAssertion")
             }
-            headers[HTTPField.Name(AppAttestRequestBinding.keyIDHeader)!] = "<script>"
+            headers[HTTPField.Name(AppAttestHTTPHeaders.keyID.rawName)!] = "<script>"
             try await client.execute(uri: "/api/order", method: .post, headers: headers, body: ByteBuffer(string: "{}"))
             { response in
                 #expect(response.status == .badRequest)

@@ -2,6 +2,7 @@
 import AppAttest
 import AppAttestHummingbird
 import AppAttestServer
+import AppAttestHTTP
 import AppAttestStore
 import AppAttestTesting
 import Foundation

@@ -1,5 +1,6 @@
 #if Vapor
 import AppAttest
+import AppAttestHTTP
 import AppAttestStore
 import AppAttestTesting
 import AppAttestVapor
@@ -23,15 +24,15 @@ struct VaporMiddlewareTests {
             store: MemoryAppAttestStore())
         let device = try SimulatedDevice(authority: Self.authority, appID: Self.appID)
         try await withApp { app in
-            try app.register(collection: AppAttestRouteCollection(service: service))
-            app.grouped("api").grouped(
-                AppAttestMiddleware(service: service, maximumBodySize: 4096, rateLimiter: rateLimiter)
-            )
-            .on(.POST, "order", body: .collect(maxSize: 8192)) { request async throws -> String in
-                let device = try request.auth.require(AttestedDevice.self)
-                #expect(request.attestedDevice == device)
-                return "ok counter \(device.counter) body \(request.body.string ?? "")"
-            }
+            app.appAttest.use(service)
+            try app.register(collection: app.appAttest.routes())
+            app.grouped("api").grouped(app.appAttest.middleware(maximumBodySize: 4096, rateLimiter: rateLimiter))
+                .on(.POST, "order", body: .collect(maxSize: 8192)) { request async throws -> String in
+                    let device = try request.auth.require(AttestedDevice.self)
+                    #expect(request.appAttest.device == device)
+                    #expect(try request.appAttest.requireDevice() == device)
+                    return "ok counter \(device.counter) body \(request.body.string ?? "")"
+                }
             try await body(app, device)
         }
     }
@@ -72,9 +73,9 @@ struct VaporMiddlewareTests {
             method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
         let assertion = try device.assert(clientData: clientData)
         return [
-            AppAttestRequestBinding.keyIDHeader: device.keyID.base64EncodedString,
-            AppAttestRequestBinding.assertionHeader: Data(assertion).base64EncodedString(),
-            AppAttestRequestBinding.challengeHeader: AppAttestRequestBinding.base64URL(challenge),
+            AppAttestHTTPHeaders.keyID.rawName: device.keyID.base64EncodedString,
+            AppAttestHTTPHeaders.assertion.rawName: Data(assertion).base64EncodedString(),
+            AppAttestHTTPHeaders.challenge.rawName: AppAttestRequestBinding.base64URL(challenge),
         ]
     }
 
@@ -121,7 +122,7 @@ struct VaporMiddlewareTests {
             #expect(response.status == .unauthorized)
             #expect(code(response) == "missingAssertion")
 
-            headers.replaceOrAdd(name: AppAttestRequestBinding.keyIDHeader, value: "<script>")
+            headers.replaceOrAdd(name: AppAttestHTTPHeaders.keyID.rawName, value: "<script>")
             response = try await app.testing().sendRequest(
                 .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
             #expect(response.status == .badRequest)
@@ -140,7 +141,7 @@ struct VaporMiddlewareTests {
             #expect(response.status == .badRequest)
             response = try await app.testing().sendRequest(
                 .POST, "/appattest/attestation",
-                body: ByteBuffer(repeating: 0x20, count: AppAttestHTTPOperations.maximumJSONBodySize + 1))
+                body: ByteBuffer(repeating: 0x20, count: AppAttestHTTPLimits.maximumJSONBodySize + 1))
             #expect(response.status == .payloadTooLarge)
             #expect(code(response) == "bodyTooLarge")
         }

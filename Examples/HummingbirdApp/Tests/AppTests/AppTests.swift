@@ -52,11 +52,11 @@ struct AppTests {
             let clientData = AppAttestRequestBinding.clientData(
                 method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge)
             var headers = HTTPFields()
-            headers[HTTPField.Name(AppAttestRequestBinding.keyIDHeader)!] = device.keyID.base64EncodedString
-            headers[HTTPField.Name(AppAttestRequestBinding.assertionHeader)!] = Data(
+            headers[HTTPField.Name(AppAttestHTTPHeaders.keyID.rawName)!] = device.keyID.base64EncodedString
+            headers[HTTPField.Name(AppAttestHTTPHeaders.assertion.rawName)!] = Data(
                 try device.assert(clientData: clientData)
             ).base64EncodedString()
-            headers[HTTPField.Name(AppAttestRequestBinding.challengeHeader)!] = base64URL(assertChallenge)
+            headers[HTTPField.Name(AppAttestHTTPHeaders.challenge.rawName)!] = base64URL(assertChallenge)
 
             try await client.execute(
                 uri: "/api/orders", method: .post, headers: headers, body: ByteBuffer(string: body)

@@ -51,10 +51,10 @@ struct AppTests {
             let clientData = AppAttestRequestBinding.clientData(
                 method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge)
             let headers: HTTPHeaders = [
-                AppAttestRequestBinding.keyIDHeader: device.keyID.base64EncodedString,
-                AppAttestRequestBinding.assertionHeader: Data(try device.assert(clientData: clientData))
+                AppAttestHTTPHeaders.keyID.rawName: device.keyID.base64EncodedString,
+                AppAttestHTTPHeaders.assertion.rawName: Data(try device.assert(clientData: clientData))
                     .base64EncodedString(),
-                AppAttestRequestBinding.challengeHeader: base64URL(assertChallenge),
+                AppAttestHTTPHeaders.challenge.rawName: base64URL(assertChallenge),
             ]
             let accepted = try await app.testing().sendRequest(
                 .POST, "/api/orders", headers: headers, body: ByteBuffer(string: body))

@@ -1,3 +1,4 @@
+#if HTTP
 public import Foundation
 import Synchronization
 
@@ -98,3 +99,4 @@ public final class AppAttestRateLimiter: Sendable {
         }
     }
 }
+#endif  // HTTP

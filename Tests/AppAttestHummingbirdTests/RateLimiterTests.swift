@@ -1,4 +1,5 @@
-import AppAttestStore
+#if HTTP
+import AppAttestHTTP
 import Synchronization
 import Testing
 
@@ -35,3 +36,4 @@ struct RateLimiterTests {
         #expect(limiter.acquire("caller 9999") == .limited(retryAfter: 100))
     }
 }
+#endif  // HTTP

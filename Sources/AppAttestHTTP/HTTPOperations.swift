@@ -1,5 +1,35 @@
+#if HTTP
 public import AppAttest
+public import AppAttestStore
 import Foundation
+public import HTTPTypes
+
+/// The header fields of a protected request and its answer (“Protecting routes”).
+public enum AppAttestHTTPHeaders {
+    /// The keyId, standard Base64 (as `generateKey` returns it).
+    public static let keyID = HTTPField.Name("App-Attest-Key-Id")!
+    /// The CBOR assertion, standard Base64.
+    public static let assertion = HTTPField.Name("App-Attest-Assertion")!
+    /// The one-time challenge the client data binds, Base64URL without padding.
+    public static let challenge = HTTPField.Name("App-Attest-Challenge")!
+}
+
+/// Every limit of the HTTP layer, defined once: the middleware, the routes and `appattest serve` read them here.
+public enum AppAttestHTTPLimits {
+    /// The largest JSON body of the challenge, attestation and verification operations: a Base64 attestation
+    /// object, or the largest client data and assertion in Base64, with room for the rest.
+    public static let maximumJSONBodySize =
+        max(AttestationObject.maximumSize, AppAttestClientData.maximumOpaqueLength + AssertionObject.maximumSize) * 4
+        / 3 + 4096
+    /// The default largest body of a protected request (it is hashed into the client data).
+    public static let defaultMaximumProtectedBodySize = 1024 * 1024
+    /// The longest user identifier bound to a key or challenge, in bytes.
+    public static let maximumUserIDLength = 256
+    /// The largest challenge in a request, in bytes (the service issues 32).
+    public static let maximumChallengeLength = AppAttestClientData.maximumChallengeLength
+    /// The largest opaque client data, in bytes.
+    public static let maximumClientDataLength = AppAttestClientData.maximumOpaqueLength
+}
 
 /// The verified device behind a request, as adapters put it into the request context.
 public struct AttestedDevice: Sendable, Hashable, Codable {
@@ -21,65 +51,43 @@ public struct AttestedDevice: Sendable, Hashable, Codable {
     }
 }
 
-/// A response computed without any web framework: adapters copy status, content type and body.
+/// A response computed without any web framework: adapters copy status, header fields and body.
 public struct AppAttestHTTPResponse: Sendable, Hashable {
-    /// The HTTP status.
-    public var status: Int
-    /// The `Content-Type`.
-    public var contentType: String
+    /// The status.
+    public var status: HTTPResponse.Status
+    /// The header fields, `Content-Type` included.
+    public var headerFields: HTTPFields
     /// The body.
     public var body: [UInt8]
-    /// Extra headers (e.g. `Retry-After` on 429).
-    public var headers: [String: String]
     /// The problem's code, for problem responses (metrics and logs read it here rather than from the body).
     public var problemCode: String?
 
     /// A response.
-    public init(status: Int, contentType: String = "application/json", body: [UInt8], headers: [String: String] = [:]) {
+    public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: [UInt8]) {
         self.status = status
-        self.contentType = contentType
+        self.headerFields = headerFields
         self.body = body
-        self.headers = headers
     }
 
     /// A JSON body.
-    public static func json(_ value: some Encodable, status: Int = 200) -> AppAttestHTTPResponse {
+    public static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> AppAttestHTTPResponse {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         // Encoding our own response types cannot fail; a failure would be a programming error, reported as 500.
         guard let data = try? encoder.encode(value) else {
-            return .problem(.init(status: 500, code: "internal", title: "Internal error"))
+            return .problem(.init(status: .internalServerError, code: "internal", title: "Internal error"))
         }
-        return AppAttestHTTPResponse(status: status, body: Array(data))
+        return AppAttestHTTPResponse(
+            status: status, headerFields: [.contentType: "application/json"], body: Array(data))
     }
 
     /// An RFC 9457 problem (`application/problem+json`) with a stable `code`; never echoes client bytes.
     public static func problem(_ problem: AppAttestProblem) -> AppAttestHTTPResponse {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(ProblemDocument(problem))).map(Array.init) ?? Array("{}".utf8)
-        var headers: [String: String] = [:]
-        if let retryAfter = problem.retryAfter { headers["Retry-After"] = String(retryAfter) }
         var response = AppAttestHTTPResponse(
-            status: problem.status, contentType: "application/problem+json", body: body, headers: headers)
+            status: problem.status, headerFields: problem.headerFields, body: problem.document)
         response.problemCode = problem.code
         return response
-    }
-}
-
-/// The JSON shape of a problem response.
-struct ProblemDocument: Encodable {
-    var type: String
-    var title: String
-    var status: Int
-    var code: String
-
-    init(_ problem: AppAttestProblem) {
-        type = "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"
-        title = problem.title
-        status = problem.status
-        code = problem.code
     }
 }
 
@@ -103,9 +111,6 @@ public struct AppAttestHTTPOperations: Sendable {
         self.service = service
         self.rateLimiter = rateLimiter
     }
-
-    /// The largest JSON body the challenge and attestation operations read (a Base64 attestation object fits).
-    public static let maximumJSONBodySize = AttestationObject.maximumSize * 4 / 3 + 4096
 
     struct ChallengeRequest: Decodable {
         var purpose: String
@@ -140,7 +145,7 @@ public struct AppAttestHTTPOperations: Sendable {
     /// Issues a challenge for a purpose, optionally reserved for a key (Base64) and a user.
     public func challenge(purpose: String, keyID keyText: String?, userID: String?) async -> AppAttestHTTPResponse {
         guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(purpose),
-            userID.map({ $0.utf8.count <= 256 }) ?? true
+            userID.map({ $0.utf8.count <= AppAttestHTTPLimits.maximumUserIDLength }) ?? true
         else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
         var keyID: KeyID?
         if let keyText {
@@ -186,7 +191,7 @@ public struct AppAttestHTTPOperations: Sendable {
         guard let keyID = try? KeyID(base64Encoded: keyText),
             let object = AppAttestRequestBinding.decodeBase64(attestationObject, limit: AttestationObject.maximumSize),
             let challenge = AppAttestRequestBinding.decodeBase64URL(challengeText, limit: 1024),
-            userID.map({ $0.utf8.count <= 256 }) ?? true
+            userID.map({ $0.utf8.count <= AppAttestHTTPLimits.maximumUserIDLength }) ?? true
         else {
             return .failure(.malformed("Expected keyId, attestationObject and challenge"))
         }
@@ -198,23 +203,24 @@ public struct AppAttestHTTPOperations: Sendable {
         }
     }
 
-    /// Verifies the assertion a protected request carries (headers of ``AppAttestRequestBinding``), bound to its
-    /// method, path and query, body and the one-time challenge, and advances the key's counter.
+    /// Verifies the assertion a protected request carries (``AppAttestHTTPHeaders``), bound to its method, path and
+    /// query, body and one-time challenge (`AppAttestRequestBinding`), and advances the key's counter in one store
+    /// transaction.
     /// - Parameters:
-    ///   - method: the request's method, as received.
-    ///   - pathAndQuery: the request target, as received (percent-encoded, trailing slash kept).
+    ///   - request: the request head as received (its path is the percent-encoded target, trailing slash kept).
     ///   - body: the request body, collected once.
-    ///   - header: the first value of a request header, by name.
-    public func authenticate(
-        method: String, pathAndQuery: String, body: some Collection<UInt8>, header: (String) -> String?
-    ) async -> Result<AttestedDevice, AppAttestProblem> {
-        guard let keyText = header(AppAttestRequestBinding.keyIDHeader),
-            let assertionText = header(AppAttestRequestBinding.assertionHeader),
-            let challengeText = header(AppAttestRequestBinding.challengeHeader)
-        else { return .failure(.init(status: 401, code: "missingAssertion", title: "App Attest headers are missing")) }
+    public func authenticate(_ request: HTTPRequest, body: some Collection<UInt8>) async
+        -> Result<AttestedDevice, AppAttestProblem>
+    {
+        let fields = request.headerFields
+        guard let keyText = fields[AppAttestHTTPHeaders.keyID],
+            let assertionText = fields[AppAttestHTTPHeaders.assertion],
+            let challengeText = fields[AppAttestHTTPHeaders.challenge]
+        else { return .failure(.missingAssertion) }
         guard let keyID = try? KeyID(base64Encoded: keyText),
             let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize),
-            let challenge = AppAttestRequestBinding.decodeBase64URL(challengeText, limit: 1024)
+            let challenge = AppAttestRequestBinding.decodeBase64URL(
+                challengeText, limit: AppAttestHTTPLimits.maximumChallengeLength)
         else { return .failure(.malformed("App Attest headers are malformed")) }
         // The key's bucket is charged only by assertions that verify, so that someone who merely knows a keyId
         // cannot keep that key rate-limited; an empty bucket still refuses before any work.
@@ -223,8 +229,8 @@ public struct AppAttestHTTPOperations: Sendable {
         }
         do {
             let clientData = try AppAttestClientData.request(
-                method: method, pathAndQuery: pathAndQuery, bodySHA256: AppAttestSHA256.hash(body), challenge: challenge
-            )
+                method: request.method.rawValue, pathAndQuery: request.path ?? "",
+                bodySHA256: AppAttestSHA256.hash(body), challenge: challenge)
             let authenticated = try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID)
             _ = rateLimiter?.acquire(keyID.base64EncodedString)
             return .success(
@@ -236,9 +242,84 @@ public struct AppAttestHTTPOperations: Sendable {
         }
     }
 
-    /// Decodes a JSON body of at most ``maximumJSONBodySize`` bytes; nil for anything else.
+    /// The JSON of the verification operation (`POST /v1/assertions/verify` of `appattest serve`): the keyId and
+    /// assertion, and either the opaque client data (with the challenge it begins with, if any) or the parts of a
+    /// request to bind canonically.
+    public struct AssertionVerification: Decodable, Sendable {
+        /// The keyId, Base64.
+        public var keyId: String
+        /// The assertion, Base64.
+        public var assertion: String
+        /// Opaque client data, Base64.
+        public var clientData: String?
+        /// With `clientData`, the challenge it begins with, Base64URL.
+        public var challenge: String?
+        /// The request to bind canonically.
+        public var request: BoundRequest?
+
+        /// A request's parts, to build its canonical client data from.
+        public struct BoundRequest: Decodable, Sendable {
+            /// The method.
+            public var method: String
+            /// The percent-encoded path and query.
+            public var pathAndQuery: String
+            /// SHA-256 of the body, Base64.
+            public var bodySha256: String
+            /// The challenge, Base64URL.
+            public var challenge: String
+        }
+    }
+
+    /// Verifies an assertion described by the JSON of ``AssertionVerification``; `authorize` sees the keyId before
+    /// any verification and may refuse it (a caller's scope).
+    public func verifyAssertion(
+        body: some Collection<UInt8>, authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
+    ) async -> Result<AuthenticatedAssertion, AppAttestProblem> {
+        guard let request = Self.decode(AssertionVerification.self, body) else {
+            return .failure(.malformed("Expected keyId, assertion, and clientData or request"))
+        }
+        guard let keyID = try? KeyID(base64Encoded: request.keyId),
+            let assertion = AppAttestRequestBinding.decodeBase64(request.assertion, limit: AssertionObject.maximumSize)
+        else { return .failure(.malformed("Expected keyId and assertion")) }
+        if let refusal = await authorize(keyID) { return .failure(refusal) }
+        let clientData: AppAttestClientData
+        do {
+            switch (request.clientData, request.request) {
+            case (let text?, nil):
+                guard
+                    let data = AppAttestRequestBinding.decodeBase64(
+                        text, limit: AppAttestHTTPLimits.maximumClientDataLength)
+                else { return .failure(.malformed("clientData is not Base64 (at most 64 KiB)")) }
+                var challenge: [UInt8]?
+                if let text = request.challenge {
+                    guard
+                        let bytes = AppAttestRequestBinding.decodeBase64URL(
+                            text, limit: AppAttestHTTPLimits.maximumChallengeLength)
+                    else { return .failure(.malformed("challenge is not Base64URL")) }
+                    challenge = bytes
+                }
+                clientData = try AppAttestClientData.opaque(data, challenge: challenge)
+            case (nil, let bound?):
+                guard request.challenge == nil,
+                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64),
+                    let bytes = AppAttestRequestBinding.decodeBase64URL(
+                        bound.challenge, limit: AppAttestHTTPLimits.maximumChallengeLength)
+                else { return .failure(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
+                clientData = try AppAttestClientData.request(
+                    method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+            default:
+                return .failure(.malformed("Give exactly one of clientData and request"))
+            }
+            return .success(try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID))
+        } catch {
+            return .failure(AppAttestProblem(error))
+        }
+    }
+
+    /// Decodes a JSON body of at most ``AppAttestHTTPLimits/maximumJSONBodySize`` bytes; nil for anything else.
     public static func decode<T: Decodable>(_ type: T.Type, _ body: some Collection<UInt8>) -> T? {
-        guard body.count <= maximumJSONBodySize else { return nil }
+        guard body.count <= AppAttestHTTPLimits.maximumJSONBodySize else { return nil }
         return try? JSONDecoder().decode(type, from: Data(body))
     }
 }
+#endif  // HTTP

@@ -1,0 +1,99 @@
+#if HTTP
+public import AppAttestStore
+import Foundation
+public import HTTPTypes
+
+/// A stable problem description for HTTP adapters: status, code and title, never the client's bytes.
+public struct AppAttestProblem: Error, Sendable, Hashable {
+    /// The HTTP status.
+    public var status: HTTPResponse.Status
+    /// The stable code clients and metrics read.
+    public var code: String
+    /// A short, fixed title (never client bytes).
+    public var title: String
+    /// Seconds after which a rate-limited client may try again (429).
+    public var retryAfter: Int?
+
+    /// A problem; `retryAfter` adds a `Retry-After` header (429).
+    public init(status: HTTPResponse.Status, code: String, title: String, retryAfter: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.title = title
+        self.retryAfter = retryAfter
+    }
+
+    /// 400 `malformed`.
+    public static func malformed(_ title: String) -> AppAttestProblem {
+        AppAttestProblem(status: .badRequest, code: "malformed", title: title)
+    }
+
+    /// 413 `bodyTooLarge`.
+    public static let bodyTooLarge = AppAttestProblem(
+        status: .contentTooLarge, code: "bodyTooLarge", title: "The request body is too large")
+
+    /// 401 `missingAssertion`: a protected request without the App Attest header fields.
+    public static let missingAssertion = AppAttestProblem(
+        status: .unauthorized, code: "missingAssertion", title: "App Attest headers are missing")
+
+    /// The header fields of the problem response: its content type, and `Retry-After` when there is a wait.
+    public var headerFields: HTTPFields {
+        var fields: HTTPFields = [.contentType: "application/problem+json"]
+        if let retryAfter { fields[.retryAfter] = String(retryAfter) }
+        return fields
+    }
+
+    /// The RFC 9457 document: type, title, status and code; never a client's bytes.
+    public var document: [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(ProblemDocument(self))).map(Array.init) ?? Array("{}".utf8)
+    }
+
+    /// 429 `rateLimited`, with the seconds to wait.
+    public static func rateLimited(retryAfter: Int) -> AppAttestProblem {
+        AppAttestProblem(
+            status: .tooManyRequests, code: "rateLimited", title: "Too many requests", retryAfter: retryAfter)
+    }
+
+    /// 400 malformed, 401 failed verification, 409 replay, 503 store unavailable.
+    public init(_ error: AppAttestServiceError) {
+        switch error.code {
+        case .verificationFailed:
+            switch error.verification?.code {
+            case .malformed?:
+                self.init(status: .badRequest, code: "malformed", title: "The App Attest object is malformed")
+            case .counterNotIncreasing?:
+                self.init(status: .conflict, code: "counterNotIncreasing", title: "The assertion was replayed")
+            case let code?:
+                self.init(status: .unauthorized, code: code.description, title: "App Attest verification failed")
+            case nil:
+                self.init(status: .unauthorized, code: "verificationFailed", title: "App Attest verification failed")
+            }
+        case .challengeUnknown, .counterReplayed, .keyAlreadyRegistered:
+            self.init(status: .conflict, code: error.code.name, title: "Replayed or already used")
+        case .malformedBinding:
+            self.init(status: .badRequest, code: error.code.name, title: "The request cannot be bound")
+        case .storeUnavailable:
+            self.init(status: .serviceUnavailable, code: error.code.name, title: "App Attest state is unavailable")
+        case .tooManyChallenges:
+            self.init(
+                status: .tooManyRequests, code: error.code.name, title: "Too many unused challenges are outstanding")
+        default: self.init(status: .unauthorized, code: error.code.name, title: "App Attest verification failed")
+        }
+    }
+}
+/// The JSON shape of a problem response.
+struct ProblemDocument: Encodable {
+    var type: String
+    var title: String
+    var status: Int
+    var code: String
+
+    init(_ problem: AppAttestProblem) {
+        type = "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"
+        title = problem.title
+        status = problem.status.code
+        code = problem.code
+    }
+}
+#endif  // HTTP

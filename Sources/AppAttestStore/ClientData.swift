@@ -1,0 +1,85 @@
+public import AppAttest
+import Foundation
+
+/// The client data an assertion signs, in a layout that places the challenge, if any, where the service can check
+/// it without searching (“Verifying assertions and counters”).
+///
+/// - ``request(method:pathAndQuery:bodySHA256:challenge:)``: the canonical binding of ``AppAttestRequestBinding``; the
+///   challenge is its last bytes.
+/// - ``opaque(_:challenge:)``: the app's own bytes; a bound challenge must be their first bytes (`challenge ‖ payload`).
+///
+/// The service compares the challenge's bytes at that place, in time proportional to the challenge, and consumes it
+/// once. A layout with the challenge somewhere inside arbitrary bytes is not accepted: finding it would cost time
+/// proportional to the product of the two lengths, which a caller holding one valid assertion could spend again and
+/// again.
+public struct AppAttestClientData: Sendable, Hashable {
+    /// The bytes the app hashed into the `clientDataHash` of `generateAssertion`.
+    public let bytes: [UInt8]
+    /// The challenge the client data binds, when it binds one.
+    public let challenge: [UInt8]?
+    /// Where ``challenge`` sits in ``bytes``.
+    let challengeOffset: Int
+
+    /// The largest challenge a binding may carry, in bytes; the service issues 32.
+    public static let maximumChallengeLength = 64
+    /// The largest opaque client data accepted, in bytes.
+    public static let maximumOpaqueLength = 64 * 1024
+
+    private init(bytes: [UInt8], challenge: [UInt8]?, challengeOffset: Int) {
+        self.bytes = bytes
+        self.challenge = challenge
+        self.challengeOffset = challengeOffset
+    }
+
+    /// The canonical binding of an HTTP request (``AppAttestRequestBinding``), with its one-time challenge.
+    /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` when the method is not a token, the path and query
+    ///   is not a visible-ASCII origin-form target, the body hash is not 32 bytes or the challenge is empty or longer
+    ///   than ``maximumChallengeLength``.
+    public static func request(method: String, pathAndQuery: String, bodySHA256: [UInt8], challenge: [UInt8])
+        throws(AppAttestServiceError) -> AppAttestClientData
+    {
+        guard AppAttestRequestBinding.isValidMethod(method) else {
+            throw AppAttestServiceError(.malformedBinding, "the method is not an HTTP token of at most 20 bytes")
+        }
+        guard AppAttestRequestBinding.isValidPathAndQuery(pathAndQuery) else {
+            throw AppAttestServiceError(
+                .malformedBinding, "the path and query is not a visible-ASCII target of at most 8192 bytes")
+        }
+        guard bodySHA256.count == 32 else {
+            throw AppAttestServiceError(.malformedBinding, "the body hash has \(bodySHA256.count) bytes, not 32")
+        }
+        try checkChallenge(challenge)
+        let bytes = AppAttestRequestBinding.clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256, challenge: challenge)
+        return AppAttestClientData(bytes: bytes, challenge: challenge, challengeOffset: bytes.count - challenge.count)
+    }
+
+    /// The app's own client data; a bound `challenge` must be its first bytes.
+    /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` when the data is longer than
+    ///   ``maximumOpaqueLength`` or the challenge is empty or longer than ``maximumChallengeLength``.
+    public static func opaque(_ bytes: [UInt8], challenge: [UInt8]? = nil) throws(AppAttestServiceError)
+        -> AppAttestClientData
+    {
+        guard bytes.count <= maximumOpaqueLength else {
+            throw AppAttestServiceError(.malformedBinding, "client data of \(bytes.count) bytes exceeds 65536")
+        }
+        if let challenge { try checkChallenge(challenge) }
+        return AppAttestClientData(bytes: bytes, challenge: challenge, challengeOffset: 0)
+    }
+
+    private static func checkChallenge(_ challenge: [UInt8]) throws(AppAttestServiceError) {
+        guard !challenge.isEmpty, challenge.count <= maximumChallengeLength else {
+            throw AppAttestServiceError(
+                .malformedBinding, "a challenge of \(challenge.count) bytes (1 to \(maximumChallengeLength))")
+        }
+    }
+
+    /// True when the bound challenge's bytes are at their place; constant time in the challenge's length.
+    var challengeIsInPlace: Bool {
+        guard let challenge else { return true }
+        guard challengeOffset >= 0, challengeOffset + challenge.count <= bytes.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<challenge.count { difference |= bytes[challengeOffset + index] ^ challenge[index] }
+        return difference == 0
+    }
+}
