@@ -26,6 +26,7 @@ let package = Package(
             dependencies: [
                 "App",
                 .product(name: "AppAttestTesting", package: "swift-app-attest"),
+                .product(name: "AppAttestHTTP", package: "swift-app-attest"),
                 .product(name: "VaporTesting", package: "vapor"),
             ]
         ),

@@ -96,7 +96,8 @@ public final class AppAttestServer: Sendable {
             let verifier = try AppAttestVerifier(configuration: verifierConfiguration)
             service = AppAttestService(
                 verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds,
-                receiptValidator: configuration.validatesAttestationReceipts ? receiptValidator : nil, now: now)
+                receiptValidator: configuration.validatesAttestationReceipts ? receiptValidator : nil,
+                counterPolicy: .reorderWindow(configuration.counterReorderWindow), now: now)
             if !configuration.validatesAttestationReceipts {
                 logger.warning("testing root without a testing receipt root: attestation receipts are not validated")
             }

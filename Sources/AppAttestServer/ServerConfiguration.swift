@@ -1,5 +1,6 @@
 #if Service
 public import AppAttest
+import AppAttestStore
 import Foundation
 
 /// The configuration of `appattest serve`: a JSON file (see `appattest.sample.json`), then environment variables,
@@ -20,6 +21,7 @@ import Foundation
 /// | `requestTimeoutSeconds` | `APPATTEST_REQUEST_TIMEOUT` | a request's head and body must arrive within this (30) |
 /// | `maximumConnections` | `APPATTEST_MAX_CONNECTIONS` | connections served at once; more wait to be accepted (4096) |
 /// | `startupTimeoutSeconds` | `APPATTEST_STARTUP_TIMEOUT` | how long start-up waits for the database (30) |
+/// | `counterReorderWindow` | `APPATTEST_COUNTER_REORDER_WINDOW` | counters accepted in any order, once each (1: strict) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -121,6 +123,9 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var maximumConnections: Int = 4096
     /// How long start-up waits for the database before it fails, in seconds (1 to 600).
     public var startupTimeoutSeconds: Double = 30
+    /// How many assertion counters, the highest accepted one included, are accepted in any order, each once (1 to 64;
+    /// 1, the default, is Apple's strictly increasing rule).
+    public var counterReorderWindow: Int = 1
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -133,7 +138,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     enum CodingKeys: String, CodingKey {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
             challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, maximumConnections,
-            startupTimeoutSeconds, testingRootCertificate, testingReceiptRootCertificate, apple
+            startupTimeoutSeconds, counterReorderWindow, testingRootCertificate, testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -164,6 +169,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Int.self, forKey: .maximumConnections) ?? defaults.maximumConnections
         startupTimeoutSeconds =
             try container.decodeIfPresent(Double.self, forKey: .startupTimeoutSeconds) ?? defaults.startupTimeoutSeconds
+        counterReorderWindow =
+            try container.decodeIfPresent(Int.self, forKey: .counterReorderWindow) ?? defaults.counterReorderWindow
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)
@@ -251,6 +258,12 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             }
             maximumConnections = count
         }
+        if let value = environment["APPATTEST_COUNTER_REORDER_WINDOW"] {
+            guard let size = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_COUNTER_REORDER_WINDOW is not a whole number")
+            }
+            counterReorderWindow = size
+        }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
@@ -286,6 +299,9 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         }
         guard (1...3600).contains(requestTimeoutSeconds) else {
             throw ServerConfigurationError("requestTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...AssertionAcceptance.maximumWindow).contains(counterReorderWindow) else {
+            throw ServerConfigurationError("counterReorderWindow must be from 1 to 64")
         }
         guard (1...1_000_000).contains(maximumConnections) else {
             throw ServerConfigurationError("maximumConnections must be from 1 to 1000000")

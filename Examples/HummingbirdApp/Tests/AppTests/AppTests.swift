@@ -1,5 +1,6 @@
 import App
 import AppAttest
+import AppAttestHTTP
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -52,11 +53,11 @@ struct AppTests {
             let clientData = AppAttestRequestBinding.clientData(
                 method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge)
             var headers = HTTPFields()
-            headers[HTTPField.Name(AppAttestHTTPHeaders.keyID.rawName)!] = device.keyID.base64EncodedString
-            headers[HTTPField.Name(AppAttestHTTPHeaders.assertion.rawName)!] = Data(
+            headers[AppAttestHTTPHeaders.keyID] = device.keyID.base64EncodedString
+            headers[AppAttestHTTPHeaders.assertion] = Data(
                 try device.assert(clientData: clientData)
             ).base64EncodedString()
-            headers[HTTPField.Name(AppAttestHTTPHeaders.challenge.rawName)!] = base64URL(assertChallenge)
+            headers[AppAttestHTTPHeaders.challenge] = base64URL(assertChallenge)
 
             try await client.execute(
                 uri: "/api/orders", method: .post, headers: headers, body: ByteBuffer(string: body)

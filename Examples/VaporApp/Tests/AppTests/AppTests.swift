@@ -1,5 +1,6 @@
 import App
 import AppAttest
+import AppAttestHTTP
 import AppAttestStore
 import AppAttestTesting
 import Foundation
