@@ -295,6 +295,7 @@ let package = Package(
             name: "AppAttestHummingbirdTests",
             dependencies: [
                 "AppAttestHummingbird", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
+                "AppAttestSQLite", "AppAttestPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
             ],

@@ -47,6 +47,24 @@ public enum AppAttestRequestBinding {
         return data
     }
 
+    /// The first field of a timestamped binding (no challenge; freshness from a signed timestamp and the counter).
+    public static let timestampedDomain = "app-attest-request-v1-time"
+
+    /// The client data of a request bound by time rather than a challenge:
+    /// `"app-attest-request-v1-time" ‖ 0x00 ‖ METHOD ‖ 0x00 ‖ path-and-query ‖ 0x00 ‖ SHA-256(body) ‖ milliseconds`,
+    /// the last field the Unix time in milliseconds as 8 bytes, big-endian. The separate domain keeps the two layouts
+    /// apart: neither can be read as the other.
+    public static func clientData(
+        method: String, pathAndQuery: String, bodySHA256: [UInt8], timestampMilliseconds: Int64
+    ) -> [UInt8] {
+        var data = Array(timestampedDomain.utf8) + [0]
+        data += Array(method.uppercased().utf8) + [0]
+        data += Array(pathAndQuery.utf8) + [0]
+        data += bodySHA256
+        data += (0..<8).reversed().map { UInt8(truncatingIfNeeded: UInt64(bitPattern: timestampMilliseconds) >> ($0 * 8)) }
+        return data
+    }
+
     /// The longest method accepted in a binding, in bytes.
     public static let maximumMethodLength = 20
     /// The longest path and query accepted in a binding, in bytes.

@@ -1,7 +1,7 @@
 #if HTTP
 public import AppAttest
 public import AppAttestStore
-import Foundation
+public import Foundation
 public import HTTPTypes
 
 /// The header fields of a protected request and its answer (“Protecting routes”).
@@ -12,6 +12,46 @@ public enum AppAttestHTTPHeaders {
     public static let assertion = HTTPField.Name("App-Attest-Assertion")!
     /// The one-time challenge the client data binds, Base64URL without padding.
     public static let challenge = HTTPField.Name("App-Attest-Challenge")!
+    /// In a response, with ``AppAttestFreshness/nextChallengeInResponse``: a challenge for the app's next request,
+    /// Base64URL without padding.
+    public static let nextChallenge = HTTPField.Name("App-Attest-Next-Challenge")!
+    /// With ``AppAttestFreshness/timestamp(window:)``: the Unix time in milliseconds the client data binds, decimal.
+    public static let timestamp = HTTPField.Name("App-Attest-Timestamp")!
+}
+
+/// How a protected request proves that it is fresh, chosen per route group (“Protecting routes”, Freshness).
+///
+/// - ``challengePerRequest``, the default: each request binds a one-time challenge the app fetched for it. A
+///   captured request is useless (its challenge is consumed) and nothing can be prepared ahead of time.
+/// - ``nextChallengeInResponse``: the same, but each accepted response carries the challenge for the next request
+///   (``AppAttestHTTPHeaders/nextChallenge``), so steady traffic needs no extra round trip; the app fetches one only
+///   to start, or after a lost response. Same guarantees: a challenge is issued for one key and used once.
+/// - ``timestamp(window:)``: no challenge; the client data binds the request and the device's clock
+///   (``AppAttestHTTPHeaders/timestamp``), accepted within the window of the server's clock. The counter still makes
+///   every assertion single-use, but a compromised app can prepare requests ahead of time for the length of the
+///   window, and a device with a wrong clock is refused.
+public struct AppAttestFreshness: Sendable, Hashable {
+    enum Mode: Hashable { case challenge, nextChallenge, timestamp }
+    let mode: Mode
+    /// For timestamps: how far the signed time may be from the server's, either way.
+    public let window: Duration
+
+    /// A one-time challenge per request (the default).
+    public static let challengePerRequest = AppAttestFreshness(mode: .challenge, window: .zero)
+    /// A one-time challenge per request, the next one returned with each accepted response.
+    public static let nextChallengeInResponse = AppAttestFreshness(mode: .nextChallenge, window: .zero)
+    /// A signed timestamp within `window` of the server's clock (1 second to 10 minutes; 60 seconds by default).
+    public static func timestamp(window: Duration = .seconds(60)) -> AppAttestFreshness {
+        AppAttestFreshness(mode: .timestamp, window: min(max(window, .seconds(1)), .seconds(600)))
+    }
+}
+
+/// A request that passed verification: its device, and the header fields to add to its response.
+public struct AppAttestAuthentication: Sendable, Hashable {
+    /// The verified device.
+    public let device: AttestedDevice
+    /// Header fields for the response (``AppAttestHTTPHeaders/nextChallenge``, with that freshness).
+    public let responseHeaderFields: HTTPFields
 }
 
 /// Every limit of the HTTP layer, defined once: the middleware, the routes and `appattest serve` read them here.
@@ -204,39 +244,67 @@ public struct AppAttestHTTPOperations: Sendable {
     }
 
     /// Verifies the assertion a protected request carries (``AppAttestHTTPHeaders``), bound to its method, path and
-    /// query, body and one-time challenge (`AppAttestRequestBinding`), and advances the key's counter in one store
+    /// query, body and freshness (`AppAttestRequestBinding`), and advances the key's counter in one store
     /// transaction.
     /// - Parameters:
     ///   - request: the request head as received (its path is the percent-encoded target, trailing slash kept).
     ///   - body: the request body, collected once.
-    public func authenticate(_ request: HTTPRequest, body: some Collection<UInt8>) async
-        -> Result<AttestedDevice, AppAttestProblem>
-    {
+    ///   - freshness: how the request proves it is fresh (a one-time challenge by default).
+    ///   - now: the server's clock, for timestamps.
+    public func authenticate(
+        _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
+        now: Date = Date()
+    ) async -> Result<AppAttestAuthentication, AppAttestProblem> {
         let fields = request.headerFields
         guard let keyText = fields[AppAttestHTTPHeaders.keyID],
-            let assertionText = fields[AppAttestHTTPHeaders.assertion],
-            let challengeText = fields[AppAttestHTTPHeaders.challenge]
+            let assertionText = fields[AppAttestHTTPHeaders.assertion]
         else { return .failure(.missingAssertion) }
         guard let keyID = try? KeyID(base64Encoded: keyText),
-            let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize),
-            let challenge = AppAttestRequestBinding.decodeBase64URL(
-                challengeText, limit: AppAttestHTTPLimits.maximumChallengeLength)
+            let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize)
         else { return .failure(.malformed("App Attest headers are malformed")) }
         // The key's bucket is charged only by assertions that verify, so that someone who merely knows a keyId
         // cannot keep that key rate-limited; an empty bucket still refuses before any work.
         if let rateLimiter, case .limited(let retryAfter) = rateLimiter.check(keyID.base64EncodedString) {
             return .failure(.rateLimited(retryAfter: retryAfter))
         }
+        let method = request.method.rawValue, path = request.path ?? "", bodyHash = AppAttestSHA256.hash(body)
         do {
-            let clientData = try AppAttestClientData.request(
-                method: request.method.rawValue, pathAndQuery: request.path ?? "",
-                bodySHA256: AppAttestSHA256.hash(body), challenge: challenge)
-            let authenticated = try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID)
+            let clientData: AppAttestClientData
+            switch freshness.mode {
+            case .challenge, .nextChallenge:
+                guard let text = fields[AppAttestHTTPHeaders.challenge] else { return .failure(.missingAssertion) }
+                guard
+                    let challenge = AppAttestRequestBinding.decodeBase64URL(
+                        text, limit: AppAttestHTTPLimits.maximumChallengeLength)
+                else { return .failure(.malformed("App Attest headers are malformed")) }
+                clientData = try AppAttestClientData.request(
+                    method: method, pathAndQuery: path, bodySHA256: bodyHash, challenge: challenge)
+            case .timestamp:
+                guard let text = fields[AppAttestHTTPHeaders.timestamp] else { return .failure(.missingAssertion) }
+                guard text.utf8.count <= 16, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                    let milliseconds = Int64(text)
+                else { return .failure(.malformed("App-Attest-Timestamp is not milliseconds")) }
+                // The timestamp is bound by the signature: checked here, before any work, it cannot be altered.
+                let skew = abs(Double(milliseconds) / 1000 - now.timeIntervalSince1970)
+                let window = Double(freshness.window.components.seconds)
+                guard skew <= window else { return .failure(.staleTimestamp) }
+                clientData = try AppAttestClientData.request(
+                    method: method, pathAndQuery: path, bodySHA256: bodyHash, timestampMilliseconds: milliseconds)
+            }
+            let authenticated = try await service.authenticateAssertion(
+                assertion, clientData: clientData, keyID: keyID,
+                issuingNextChallenge: freshness.mode == .nextChallenge)
             _ = rateLimiter?.acquire(keyID.base64EncodedString)
+            var response = HTTPFields()
+            if let next = authenticated.nextChallenge {
+                response[AppAttestHTTPHeaders.nextChallenge] = AppAttestRequestBinding.base64URL(next.challenge)
+            }
             return .success(
-                AttestedDevice(
-                    keyID: keyID, userID: authenticated.key.userID, counter: authenticated.assertion.counter,
-                    riskMetric: authenticated.key.riskMetric))
+                AppAttestAuthentication(
+                    device: AttestedDevice(
+                        keyID: keyID, userID: authenticated.key.userID, counter: authenticated.assertion.counter,
+                        riskMetric: authenticated.key.riskMetric),
+                    responseHeaderFields: response))
         } catch {
             return .failure(AppAttestProblem(error))
         }

@@ -35,6 +35,10 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
     public static let missingAssertion = AppAttestProblem(
         status: .unauthorized, code: "missingAssertion", title: "App Attest headers are missing")
 
+    /// 401 `staleTimestamp`: a timestamped request outside the freshness window of the server's clock.
+    public static let staleTimestamp = AppAttestProblem(
+        status: .unauthorized, code: "staleTimestamp", title: "The request's timestamp is outside the window")
+
     /// The header fields of the problem response: its content type, and `Retry-After` when there is a wait.
     public var headerFields: HTTPFields {
         var fields: HTTPFields = [.contentType: "application/problem+json"]

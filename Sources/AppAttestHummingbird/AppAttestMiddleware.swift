@@ -32,17 +32,21 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
     public let operations: AppAttestHTTPOperations
     /// The largest request body hashed into the client data.
     public let maximumBodySize: Int
+    /// How the guarded requests prove they are fresh.
+    public let freshness: AppAttestFreshness
 
     /// - Parameters:
     ///   - service: the service that verifies assertions and keeps counters.
     ///   - maximumBodySize: the largest request body accepted (413 beyond it); the body is hashed into the client data.
     ///   - rateLimiter: limits assertions per key (429 beyond it).
+    ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
     public init(
         service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
-        rateLimiter: AppAttestRateLimiter? = nil
+        rateLimiter: AppAttestRateLimiter? = nil, freshness: AppAttestFreshness = .challengePerRequest
     ) {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
         self.maximumBodySize = maximumBodySize
+        self.freshness = freshness
     }
 
     /// Collects the body once (it is hashed into the client data and then handed on), verifies, and passes the
@@ -57,8 +61,11 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
         }
         request.body = .init(buffer: body)
         var context = context
-        context.identity = try await verify(request, body: body, context: context)
-        return try await next(request, context)
+        let authentication = try await verify(request, body: body, context: context)
+        context.identity = authentication.device
+        var response = try await next(request, context)
+        for field in authentication.responseHeaderFields { response.headers[field.name] = field.value }
+        return response
     }
 
     /// Verifies a request whose body is already collected; throws the refusal.
@@ -68,16 +75,18 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
         do { body = try await request.body.collect(upTo: maximumBodySize) } catch {
             throw AppAttestProblem.bodyTooLarge
         }
-        return try await verify(request, body: body, context: context)
+        return try await verify(request, body: body, context: context).device
     }
 
-    private func verify(_ request: Request, body: ByteBuffer, context: Context) async throws -> AttestedDevice {
-        switch await operations.authenticate(request.head, body: body.readableBytesView) {
+    private func verify(_ request: Request, body: ByteBuffer, context: Context) async throws
+        -> AppAttestAuthentication
+    {
+        switch await operations.authenticate(request.head, body: body.readableBytesView, freshness: freshness) {
         case .failure(let problem):
             context.logger.info("App Attest assertion refused", metadata: ["code": "\(problem.code)"])
             throw problem
-        case .success(let device):
-            return device
+        case .success(let authentication):
+            return authentication
         }
     }
 }

@@ -384,6 +384,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let use = acceptance.challenge
         let hasChallenge = use != nil, challenge = use.map { Data($0.challenge) }, purpose = use?.purpose
         let userID = use?.userID, now = use?.now.timeIntervalSince1970
+        let next = acceptance.nextChallenge, hasNext = next != nil, nextBytes = next.map { Data($0.challenge) }
+        let nextPurpose = next?.purpose, nextKey = next?.keyID.map { Data($0.rawValue) }, nextUser = next?.userID
+        let nextExpiry = next?.expiresAt.timeIntervalSince1970
         // One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
         // only if it is, and the challenge is deleted only if the counter moved. The arithmetic is
         // AssertionAcceptance.advance; every shift is guarded so that its count stays within 0...63.
@@ -418,8 +421,13 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     DELETE FROM app_attest_challenges
                     WHERE \(hasChallenge) AND challenge = \(challenge) AND EXISTS (SELECT 1 FROM upd)
                     RETURNING 1
+                ), ins AS (
+                    INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
+                    SELECT \(nextBytes), \(nextPurpose), \(nextKey), \(nextUser), \(nextExpiry)
+                    WHERE \(hasNext) AND EXISTS (SELECT 1 FROM upd)
+                    RETURNING 1
                 )
-                SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del)
+                SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
                 """, logger: logger)
             for try await (highest, _) in rows.decode((Int64?, Int64).self) { return highest }
             return nil

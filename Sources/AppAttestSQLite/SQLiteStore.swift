@@ -233,6 +233,17 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 if let use {
                     try db.execute(sql: "DELETE FROM challenges WHERE challenge = ?", arguments: [Data(use.challenge)])
                 }
+                if let next = acceptance.nextChallenge {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO challenges (challenge, purpose, key_id, user_id, expires_at)
+                            VALUES (?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            Data(next.challenge), next.purpose, next.keyID.map { Data($0.rawValue) }, next.userID,
+                            next.expiresAt.timeIntervalSince1970,
+                        ])
+                }
                 let highest = try Int64.fetchOne(db, sql: "SELECT counter FROM keys WHERE key_id = ?", arguments: [key])
                 return .accepted(highestCounter: UInt32(clamping: highest ?? counter))
             }

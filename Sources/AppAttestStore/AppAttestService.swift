@@ -75,6 +75,15 @@ public struct AuthenticatedAssertion: Sendable, Hashable {
     public let key: KeyRecord
     /// What the verifier returned for it.
     public let assertion: VerifiedAssertion
+    /// The next request's challenge, stored with this assertion's counter, when it was asked for (the HTTP layer
+    /// returns it in a response header).
+    public let nextChallenge: IssuedChallenge?
+
+    init(key: KeyRecord, assertion: VerifiedAssertion, nextChallenge: IssuedChallenge? = nil) {
+        self.key = key
+        self.assertion = assertion
+        self.nextChallenge = nextChallenge
+    }
 }
 
 /// Challenge → attestation → assertions, on any ``AppAttestStore``, so that nobody has to get the
@@ -171,6 +180,12 @@ public struct AppAttestService: Sendable {
     /// The size of issued challenges, above Apple's 16-byte minimum (“Verifying assertions and counters”).
     public static let challengeSize = 32
 
+    /// ``challengeSize`` bytes from the system's cryptographic generator.
+    static func randomChallenge() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<challengeSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
     /// Issues a one-time challenge.
     /// - Parameters:
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
@@ -191,8 +206,7 @@ public struct AppAttestService: Sendable {
         guard outstanding < limit else {
             throw AppAttestServiceError(.tooManyChallenges, "\(limit) unused challenges are outstanding for \(scope)")
         }
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<Self.challengeSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let bytes = Self.randomChallenge()
         let expiresAt = time.addingTimeInterval(challengeLifetime)
         try await run { () async throws(StoreError) in
             try await store.insertChallenge(
@@ -247,11 +261,13 @@ public struct AppAttestService: Sendable {
     ///   - clientData: the exact bytes the app hashed, and the challenge they bind, if any, at its defined place
     ///     (``AppAttestClientData``); the challenge must have been issued for ``Purpose/assertion``.
     ///   - keyID: the key the app says signed it.
+    ///   - issuingNextChallenge: also issue a challenge reserved for this key, stored in the same transaction as the
+    ///     counter, for the app's next request (``AuthenticatedAssertion/nextChallenge``).
     /// - Throws: ``AppAttestServiceError``.
     public func authenticateAssertion(
-        _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID
+        _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        try await authenticate(assertion, clientData: clientData, keyID: keyID)
+        try await authenticate(assertion, clientData: clientData, keyID: keyID, issuingNextChallenge: issuingNextChallenge)
     }
 
     /// Verifies an assertion over client data that binds no challenge (the application binds its requests
@@ -265,7 +281,7 @@ public struct AppAttestService: Sendable {
     }
 
     private func authenticate(
-        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID
+        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
         let clientData = binding.bytes
         // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
@@ -316,8 +332,15 @@ public struct AppAttestService: Sendable {
             // A challenge reserved for the key's user is usable by the user's keys.
             use = .init(challenge: challenge, purpose: Purpose.assertion, userID: entry.record.userID, now: now())
         }
+        var next: ChallengeRecord?
+        if issuingNextChallenge {
+            // Reserved for this key, and replacing the one consumed: the key's outstanding challenges do not grow.
+            next = ChallengeRecord(
+                challenge: Self.randomChallenge(), purpose: Purpose.assertion, keyID: keyID, userID: nil,
+                expiresAt: now().addingTimeInterval(challengeLifetime))
+        }
         let acceptance = AssertionAcceptance(
-            keyID: keyID, counter: verified.counter, window: counterPolicy.window, challenge: use)
+            keyID: keyID, counter: verified.counter, window: counterPolicy.window, challenge: use, nextChallenge: next)
         let outcome = try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
             try await store.acceptAssertion(acceptance)
         }
@@ -326,7 +349,9 @@ public struct AppAttestService: Sendable {
             keyCache.advance(keyID, to: highest)
             var updated = entry.record
             updated.counter = highest
-            return AuthenticatedAssertion(key: updated, assertion: verified)
+            return AuthenticatedAssertion(
+                key: updated, assertion: verified,
+                nextChallenge: next.map { IssuedChallenge(challenge: $0.challenge, expiresAt: $0.expiresAt) })
         case .unknownKey:
             keyCache.remove(keyID)
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")

@@ -38,6 +38,31 @@ public struct AppAttestClientData: Sendable, Hashable {
     public static func request(method: String, pathAndQuery: String, bodySHA256: [UInt8], challenge: [UInt8])
         throws(AppAttestServiceError) -> AppAttestClientData
     {
+        try checkRequest(method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256)
+        try checkChallenge(challenge)
+        let bytes = AppAttestRequestBinding.clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256, challenge: challenge)
+        return AppAttestClientData(bytes: bytes, challenge: challenge, challengeOffset: bytes.count - challenge.count)
+    }
+
+    /// The canonical binding of an HTTP request with a signed timestamp instead of a challenge
+    /// (`AppAttestRequestBinding.clientData(method:pathAndQuery:bodySHA256:timestampMilliseconds:)`). The caller checks
+    /// that the timestamp is recent (the HTTP layer's timestamp freshness does); the counter makes each assertion
+    /// single-use.
+    /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` as ``request(method:pathAndQuery:bodySHA256:challenge:)``.
+    public static func request(
+        method: String, pathAndQuery: String, bodySHA256: [UInt8], timestampMilliseconds: Int64
+    ) throws(AppAttestServiceError) -> AppAttestClientData {
+        try checkRequest(method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256)
+        let bytes = AppAttestRequestBinding.clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256,
+            timestampMilliseconds: timestampMilliseconds)
+        return AppAttestClientData(bytes: bytes, challenge: nil, challengeOffset: 0)
+    }
+
+    private static func checkRequest(method: String, pathAndQuery: String, bodySHA256: [UInt8])
+        throws(AppAttestServiceError)
+    {
         guard AppAttestRequestBinding.isValidMethod(method) else {
             throw AppAttestServiceError(.malformedBinding, "the method is not an HTTP token of at most 20 bytes")
         }
@@ -48,10 +73,6 @@ public struct AppAttestClientData: Sendable, Hashable {
         guard bodySHA256.count == 32 else {
             throw AppAttestServiceError(.malformedBinding, "the body hash has \(bodySHA256.count) bytes, not 32")
         }
-        try checkChallenge(challenge)
-        let bytes = AppAttestRequestBinding.clientData(
-            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256, challenge: challenge)
-        return AppAttestClientData(bytes: bytes, challenge: challenge, challengeOffset: bytes.count - challenge.count)
     }
 
     /// The app's own client data; a bound `challenge` must be its first bytes.

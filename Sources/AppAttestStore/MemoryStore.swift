@@ -71,6 +71,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
         else { return .counterRefused(highestCounter: record.counter) }
         // The actor runs this to the end before any other call: both changes or neither.
         if let use = acceptance.challenge { challenges.removeValue(forKey: use.challenge) }
+        if let next = acceptance.nextChallenge { challenges[next.challenge] = next }
         record.counter = highest
         keys[acceptance.keyID] = record
         seen[acceptance.keyID] = mask

@@ -125,6 +125,9 @@ public struct AssertionAcceptance: Sendable, Hashable {
     public var window: Int
     /// The challenge to consume, when the client data binds one.
     public var challenge: ChallengeUse?
+    /// A new challenge to store with the acceptance (the next request's, returned with this one's response), in the
+    /// same transaction; nothing is stored on a refusal.
+    public var nextChallenge: ChallengeRecord?
 
     /// A challenge to consume with the counter.
     public struct ChallengeUse: Sendable, Hashable {
@@ -147,11 +150,14 @@ public struct AssertionAcceptance: Sendable, Hashable {
     }
 
     /// An acceptance to attempt.
-    public init(keyID: KeyID, counter: UInt32, window: Int, challenge: ChallengeUse?) {
+    public init(
+        keyID: KeyID, counter: UInt32, window: Int, challenge: ChallengeUse?, nextChallenge: ChallengeRecord? = nil
+    ) {
         self.keyID = keyID
         self.counter = counter
         self.window = window
         self.challenge = challenge
+        self.nextChallenge = nextChallenge
     }
 
     /// The largest window: the highest counter and the 63 below it (one 63-bit mask beside the counter).

@@ -57,17 +57,22 @@ public struct AppAttestMiddleware: AsyncMiddleware {
     public let maximumBodySize: Int
     /// How refusals reach the client.
     public let refusals: Refusals
+    /// How the guarded requests prove they are fresh.
+    public let freshness: AppAttestFreshness
 
     /// - Parameters:
     ///   - rateLimiter: limits assertions per key (429 beyond it).
     ///   - refusals: problem documents answered here (the default), or errors thrown to your error middleware.
+    ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
     public init(
         service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
-        rateLimiter: AppAttestRateLimiter? = nil, refusals: Refusals = .problemResponse
+        rateLimiter: AppAttestRateLimiter? = nil, refusals: Refusals = .problemResponse,
+        freshness: AppAttestFreshness = .challengePerRequest
     ) {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
         self.maximumBodySize = maximumBodySize
         self.refusals = refusals
+        self.freshness = freshness
     }
 
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
@@ -78,13 +83,17 @@ public struct AppAttestMiddleware: AsyncMiddleware {
         // A body Vapor collected before this middleware comes back whatever its size: check it here.
         guard body.readableBytes <= maximumBodySize else { return try refuse(.bodyTooLarge) }
         guard let head = HTTPRequest(request) else { return try refuse(.malformed("The method cannot be bound")) }
-        switch await operations.authenticate(head, body: body.readableBytesView) {
+        switch await operations.authenticate(head, body: body.readableBytesView, freshness: freshness) {
         case .failure(let problem):
             request.logger.info("App Attest assertion refused", metadata: ["code": "\(problem.code)"])
             return try refuse(problem)
-        case .success(let device):
-            request.auth.login(device)
-            return try await next.respond(to: request)
+        case .success(let authentication):
+            request.auth.login(authentication.device)
+            let response = try await next.respond(to: request)
+            for field in authentication.responseHeaderFields {
+                response.headers.replaceOrAdd(name: field.name.rawName, value: field.value)
+            }
+            return response
         }
     }
 
@@ -203,10 +212,12 @@ public struct AppAttestApplication: Sendable {
     /// The middleware that protects routes, on the installed service.
     public func middleware(
         maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
-        rateLimiter: AppAttestRateLimiter? = nil, refusals: AppAttestMiddleware.Refusals = .problemResponse
+        rateLimiter: AppAttestRateLimiter? = nil, refusals: AppAttestMiddleware.Refusals = .problemResponse,
+        freshness: AppAttestFreshness = .challengePerRequest
     ) -> AppAttestMiddleware {
         AppAttestMiddleware(
-            service: service, maximumBodySize: maximumBodySize, rateLimiter: rateLimiter, refusals: refusals)
+            service: service, maximumBodySize: maximumBodySize, rateLimiter: rateLimiter, refusals: refusals,
+            freshness: freshness)
     }
 
     /// The challenge and attestation routes, on the installed service.
