@@ -166,3 +166,114 @@ struct VaporMiddlewareTests {
     }
 }
 #endif  // Vapor
+
+#if Vapor
+/// app.appAttest, req.appAttest, refusals for the application's error middleware, freshness and the store's close.
+@Suite("Vapor: app.appAttest, errors and freshness")
+struct VaporIntegrationTests {
+    /// A store that records when it is closed.
+    actor ClosingStore: AppAttestStore {
+        let inner = MemoryAppAttestStore()
+        private(set) var closed = false
+        func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { try await inner.insertChallenge(record) }
+        func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+            async throws(StoreError) -> ChallengeRecord?
+        { try await inner.consumeChallenge(challenge, purpose: purpose, keyID: keyID, userID: userID) }
+        func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+            try await inner.challenge(challenge)
+        }
+        func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+            try await inner.outstandingChallenges(keyID: keyID, userID: userID, now: now)
+        }
+        func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
+            try await inner.purgeExpiredChallenges(now: now)
+        }
+        func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { try await inner.insertKey(record) }
+        func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
+        func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
+            try await inner.keys(forUser: userID)
+        }
+        func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
+            try await inner.acceptAssertion(acceptance)
+        }
+        func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+            try await inner.revokeKey(keyID, at: time)
+        }
+        func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
+            -> Bool
+        { try await inner.updateReceipt(keyID, receipt: receipt, riskMetric: riskMetric, at: time) }
+        func close() async { closed = true }
+    }
+
+    static func service(_ store: any AppAttestStore) throws -> AppAttestService {
+        AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: VaporMiddlewareTests.appID, environment: .production,
+                    trustAnchor: VaporMiddlewareTests.authority.trustAnchor)),
+            store: store)
+    }
+
+    @Test("app.appAttest closes the store at shutdown")
+    func storeClosedAtShutdown() async throws {
+        let store = ClosingStore()
+        try await withApp { app in
+            app.appAttest.use(try Self.service(store), purgeInterval: nil)
+            #expect(app.appAttest.serviceIfConfigured != nil)
+        }
+        #expect(await store.closed)
+    }
+
+    @Test("refusals thrown to the application's error middleware keep their status, code and Retry-After")
+    func thrownRefusals() async throws {
+        let tests = VaporMiddlewareTests()
+        let device = try SimulatedDevice(authority: VaporMiddlewareTests.authority, appID: VaporMiddlewareTests.appID)
+        try await withApp { app in
+            // The application's own error rendering: it sees an AbortError with the problem inside.
+            app.middleware = Middlewares()
+            app.middleware.use(
+                ErrorMiddleware { request, error in
+                    let abort = error as? AppAttestAbort
+                    let response = Response(status: abort?.status ?? .internalServerError)
+                    response.headers.replaceOrAdd(name: "X-App-Error", value: abort?.identifier ?? "other")
+                    return response
+                })
+            app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil)
+            try app.register(collection: app.appAttest.routes())
+            app.grouped("api").grouped(app.appAttest.middleware(refusals: .thrown))
+                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)" }
+            try await tests.register(app, device)
+            let missing = try await app.testing().sendRequest(.POST, "/api/order")
+            #expect(missing.status == .unauthorized)
+            #expect(missing.headers.first(name: "X-App-Error") == "missingAssertion")
+            let c = try await tests.challenge(app, purpose: "assertion", keyID: device.keyID)
+            let headers = try tests.signed(device, path: "/api/order", body: "", challenge: c)
+            #expect(try await app.testing().sendRequest(.POST, "/api/order", headers: headers).status == .ok)
+            let replay = try await app.testing().sendRequest(.POST, "/api/order", headers: headers)
+            #expect(replay.status == .conflict)
+            #expect(replay.headers.first(name: "X-App-Error") == "counterNotIncreasing")
+        }
+    }
+
+    @Test("the next challenge in each response: five requests on one fetched challenge")
+    func nextChallenge() async throws {
+        let tests = VaporMiddlewareTests()
+        let device = try SimulatedDevice(authority: VaporMiddlewareTests.authority, appID: VaporMiddlewareTests.appID)
+        try await withApp { app in
+            app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil)
+            try app.register(collection: app.appAttest.routes())
+            app.grouped("api").grouped(app.appAttest.middleware(freshness: .nextChallengeInResponse))
+                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)" }
+            try await tests.register(app, device)
+            var c = try await tests.challenge(app, purpose: "assertion", keyID: device.keyID)
+            for round in 1...5 {
+                let response = try await app.testing().sendRequest(
+                    .POST, "/api/order", headers: try tests.signed(device, path: "/api/order", body: "", challenge: c))
+                #expect(response.status == .ok, "round \(round)")
+                let next = try #require(response.headers.first(name: AppAttestHTTPHeaders.nextChallenge.rawName))
+                c = try #require(AppAttestRequestBinding.decodeBase64URL(next))
+            }
+        }
+    }
+}
+#endif  // Vapor
