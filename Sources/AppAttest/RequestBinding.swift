@@ -61,7 +61,9 @@ public enum AppAttestRequestBinding {
         data += Array(method.uppercased().utf8) + [0]
         data += Array(pathAndQuery.utf8) + [0]
         data += bodySHA256
-        data += (0..<8).reversed().map { UInt8(truncatingIfNeeded: UInt64(bitPattern: timestampMilliseconds) >> ($0 * 8)) }
+        data += (0..<8).reversed().map {
+            UInt8(truncatingIfNeeded: UInt64(bitPattern: timestampMilliseconds) >> ($0 * 8))
+        }
         return data
     }
 

@@ -324,8 +324,10 @@ public struct AppAttestHTTPOperations: Sendable {
         public var challenge: String?
         /// The request to bind canonically.
         public var request: BoundRequest?
+        /// Also issue the key's next challenge, stored with the counter (``AppAttestFreshness/nextChallengeInResponse``).
+        public var issueNextChallenge: Bool?
 
-        /// A request's parts, to build its canonical client data from.
+        /// A request's parts, to build its canonical client data from: with a challenge, or with a timestamp.
         public struct BoundRequest: Decodable, Sendable {
             /// The method.
             public var method: String
@@ -334,14 +336,18 @@ public struct AppAttestHTTPOperations: Sendable {
             /// SHA-256 of the body, Base64.
             public var bodySha256: String
             /// The challenge, Base64URL.
-            public var challenge: String
+            public var challenge: String?
+            /// Instead of a challenge: the signed Unix time in milliseconds.
+            public var timestamp: Int64?
         }
     }
 
     /// Verifies an assertion described by the JSON of ``AssertionVerification``; `authorize` sees the keyId before
-    /// any verification and may refuse it (a caller's scope).
+    /// any verification and may refuse it (a caller's scope). A timestamped request must be within `timestampWindow`
+    /// of `now`.
     public func verifyAssertion(
-        body: some Collection<UInt8>, authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
+        body: some Collection<UInt8>, authorize: (KeyID) async -> AppAttestProblem? = { _ in nil },
+        timestampWindow: Duration = .seconds(60), now: Date = Date()
     ) async -> Result<AuthenticatedAssertion, AppAttestProblem> {
         guard let request = Self.decode(AssertionVerification.self, body) else {
             return .failure(.malformed("Expected keyId, assertion, and clientData or request"))
@@ -369,16 +375,32 @@ public struct AppAttestHTTPOperations: Sendable {
                 clientData = try AppAttestClientData.opaque(data, challenge: challenge)
             case (nil, let bound?):
                 guard request.challenge == nil,
-                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64),
-                    let bytes = AppAttestRequestBinding.decodeBase64URL(
-                        bound.challenge, limit: AppAttestHTTPLimits.maximumChallengeLength)
-                else { return .failure(.malformed("request needs method, pathAndQuery, bodySha256 and challenge")) }
-                clientData = try AppAttestClientData.request(
-                    method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64)
+                else { return .failure(.malformed("request needs method, pathAndQuery and bodySha256")) }
+                switch (bound.challenge, bound.timestamp) {
+                case (let text?, nil):
+                    guard
+                        let bytes = AppAttestRequestBinding.decodeBase64URL(
+                            text, limit: AppAttestHTTPLimits.maximumChallengeLength)
+                    else { return .failure(.malformed("request.challenge is not Base64URL")) }
+                    clientData = try AppAttestClientData.request(
+                        method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+                case (nil, let milliseconds?):
+                    let skew = abs(Double(milliseconds) / 1000 - now.timeIntervalSince1970)
+                    guard skew <= Double(timestampWindow.components.seconds) else { return .failure(.staleTimestamp) }
+                    clientData = try AppAttestClientData.request(
+                        method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash,
+                        timestampMilliseconds: milliseconds)
+                default:
+                    return .failure(.malformed("request needs exactly one of challenge and timestamp"))
+                }
             default:
                 return .failure(.malformed("Give exactly one of clientData and request"))
             }
-            return .success(try await service.authenticateAssertion(assertion, clientData: clientData, keyID: keyID))
+            return .success(
+                try await service.authenticateAssertion(
+                    assertion, clientData: clientData, keyID: keyID,
+                    issuingNextChallenge: request.issueNextChallenge == true))
         } catch {
             return .failure(AppAttestProblem(error))
         }

@@ -47,6 +47,8 @@ public final class AppAttestServer: Sendable {
     let operations: AppAttestHTTPOperations?
     let rateLimiter: AppAttestRateLimiter?
     let refresher: ReceiptRefresher?
+    /// The clock the service runs on (tests move it).
+    let now: @Sendable () -> Date
     private let closeStore: @Sendable () async -> Void
 
     /// Opens the store, checks the configuration, and loads the tokens (generating one into `tokenFile`, mode
@@ -106,14 +108,15 @@ public final class AppAttestServer: Sendable {
         }
         return AppAttestServer(
             configuration: configuration, service: service, store: store, metrics: metrics, logger: logger,
-            refresher: refresher, closeStore: closeStore)
+            refresher: refresher, now: now, closeStore: closeStore)
     }
 
     private init(
         configuration: ServerConfiguration, service: AppAttestService?, store: any AppAttestStore,
-        metrics: ServerMetrics, logger: Logger, refresher: ReceiptRefresher?,
+        metrics: ServerMetrics, logger: Logger, refresher: ReceiptRefresher?, now: @escaping @Sendable () -> Date,
         closeStore: @escaping @Sendable () async -> Void
     ) {
+        self.now = now
         self.configuration = configuration
         self.service = service
         self.store = store

@@ -22,6 +22,7 @@ import Foundation
 /// | `maximumConnections` | `APPATTEST_MAX_CONNECTIONS` | connections served at once; more wait to be accepted (4096) |
 /// | `startupTimeoutSeconds` | `APPATTEST_STARTUP_TIMEOUT` | how long start-up waits for the database (30) |
 /// | `counterReorderWindow` | `APPATTEST_COUNTER_REORDER_WINDOW` | counters accepted in any order, once each (1: strict) |
+/// | `timestampWindowSeconds` | `APPATTEST_TIMESTAMP_WINDOW` | how far a timestamped request may be from now (60) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -126,6 +127,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// How many assertion counters, the highest accepted one included, are accepted in any order, each once (1 to 64;
     /// 1, the default, is Apple's strictly increasing rule).
     public var counterReorderWindow: Int = 1
+    /// How far the signed time of a timestamped request may be from the server's clock, in seconds (1 to 600).
+    public var timestampWindowSeconds: Int = 60
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -138,7 +141,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     enum CodingKeys: String, CodingKey {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
             challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, maximumConnections,
-            startupTimeoutSeconds, counterReorderWindow, testingRootCertificate, testingReceiptRootCertificate, apple
+            startupTimeoutSeconds, counterReorderWindow, timestampWindowSeconds, testingRootCertificate,
+            testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -171,6 +175,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Double.self, forKey: .startupTimeoutSeconds) ?? defaults.startupTimeoutSeconds
         counterReorderWindow =
             try container.decodeIfPresent(Int.self, forKey: .counterReorderWindow) ?? defaults.counterReorderWindow
+        timestampWindowSeconds =
+            try container.decodeIfPresent(Int.self, forKey: .timestampWindowSeconds) ?? defaults.timestampWindowSeconds
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)
@@ -264,6 +270,12 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             }
             counterReorderWindow = size
         }
+        if let value = environment["APPATTEST_TIMESTAMP_WINDOW"] {
+            guard let seconds = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_TIMESTAMP_WINDOW is not a whole number")
+            }
+            timestampWindowSeconds = seconds
+        }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
@@ -299,6 +311,9 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         }
         guard (1...3600).contains(requestTimeoutSeconds) else {
             throw ServerConfigurationError("requestTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...600).contains(timestampWindowSeconds) else {
+            throw ServerConfigurationError("timestampWindowSeconds must be from 1 to 600")
         }
         guard (1...AssertionAcceptance.maximumWindow).contains(counterReorderWindow) else {
             throw ServerConfigurationError("counterReorderWindow must be from 1 to 64")

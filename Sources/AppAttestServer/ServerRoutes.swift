@@ -55,9 +55,16 @@ extension AppAttestServer {
                 // The same operation as every front end's (AppAttestHTTPOperations); a caller limited to some App
                 // IDs is refused keys of others before anything is verified.
                 switch await operations.verifyAssertion(
-                    body: bytes, authorize: { keyID in await self.outOfScope(keyID, context.scope) })
+                    body: bytes, authorize: { keyID in await self.outOfScope(keyID, context.scope) },
+                    timestampWindow: .seconds(self.configuration.timestampWindowSeconds), now: self.now())
                 {
-                case .success(let authenticated): return .json(KeyResponse(authenticated.key))
+                case .success(let authenticated):
+                    var response = KeyResponse(authenticated.key)
+                    if let next = authenticated.nextChallenge {
+                        response.nextChallenge = AppAttestRequestBinding.base64URL(next.challenge)
+                        response.nextChallengeExpiresAt = next.expiresAt
+                    }
+                    return .json(response)
                 case .failure(let problem): return .problem(problem)
                 }
             }
@@ -108,6 +115,9 @@ extension AppAttestServer {
         var createdAt: Date
         var receiptUpdatedAt: Date
         var revokedAt: Date?
+        /// After a verification that asked for it: the key's next challenge.
+        var nextChallenge: String?
+        var nextChallengeExpiresAt: Date?
 
         init(_ record: KeyRecord) {
             keyId = record.keyID.base64EncodedString

@@ -267,7 +267,8 @@ public struct AppAttestService: Sendable {
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        try await authenticate(assertion, clientData: clientData, keyID: keyID, issuingNextChallenge: issuingNextChallenge)
+        try await authenticate(
+            assertion, clientData: clientData, keyID: keyID, issuingNextChallenge: issuingNextChallenge)
     }
 
     /// Verifies an assertion over client data that binds no challenge (the application binds its requests

@@ -75,7 +75,8 @@ struct FreshnessTests {
         return fields
     }
 
-    @Test("the next challenge comes with each response: ten requests, one challenge fetched", arguments: Store.available)
+    @Test(
+        "the next challenge comes with each response: ten requests, one challenge fetched", arguments: Store.available)
     func nextChallenge(_ store: Store) async throws {
         let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
         try await Application(router: try Self.router(try await store.open())).test(.router) { client in
@@ -107,7 +108,9 @@ struct FreshnessTests {
         }
     }
 
-    @Test("timestamps: accepted within the window, once; stale, altered or missing ones refused", arguments: Store.available)
+    @Test(
+        "timestamps: accepted within the window, once; stale, altered or missing ones refused",
+        arguments: Store.available)
     func timestamps(_ store: Store) async throws {
         let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
         try await Application(router: try Self.router(try await store.open())).test(.router) { client in

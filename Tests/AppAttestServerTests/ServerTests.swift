@@ -314,3 +314,72 @@ struct ServerTests {
     }
 }
 #endif  // Service
+
+#if Service
+/// The freshness modes and the reorder window through `appattest serve`, on both databases.
+@Suite("appattest serve: freshness and the reorder window")
+struct ServerFreshnessTests {
+    typealias F = Fixture
+    let tests = ServerTests()
+
+    func verify(_ client: some TestClientProtocol, _ device: SimulatedDevice, _ bound: String, next: Bool = false)
+        async throws -> TestResponse
+    {
+        let clientDataJSON = #"{"keyId":"\#(device.keyID.base64EncodedString)","issueNextChallenge":\#(next),"#
+        return try await tests.post(client, "/v1/assertions/verify", clientDataJSON + bound)
+    }
+
+    static let emptyHash = Data(AppAttestSHA256.hash([UInt8]())).base64EncodedString()
+
+    @Test(
+        "next challenge with each answer; timestamps within the window; 8 out of order with counterReorderWindow 8",
+        arguments: Database.available)
+    func modes(database: Database) async throws {
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        try await F.withServer(database: database, { $0.counterReorderWindow = 8 }) { _, client in
+            try await tests.register(client, device)
+            // The next challenge: one fetched, then each answer carries the next.
+            let issued = try await tests.post(
+                client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
+            var challengeText = try #require(F.json(issued)["challenge"] as? String)
+            for round in 1...5 {
+                let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
+                let clientData = AppAttestRequestBinding.clientData(
+                    method: "GET", pathAndQuery: "/feed", body: [UInt8](), challenge: challenge)
+                let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
+                let response = try await verify(
+                    client, device,
+                    #""assertion":"\#(assertion)","request":{"method":"GET","pathAndQuery":"/feed","bodySha256":"\#(Self.emptyHash)","challenge":"\#(challengeText)"}}"#,
+                    next: true)
+                #expect(response.status == .ok, "round \(round): \(String(buffer: response.body))")
+                challengeText = try #require(F.json(response)["nextChallenge"] as? String)
+            }
+            // Timestamps: now is accepted, ten minutes ago is stale.
+            func timestamped(_ milliseconds: Int64) throws -> String {
+                let clientData = AppAttestRequestBinding.clientData(
+                    method: "GET", pathAndQuery: "/feed", bodySHA256: AppAttestSHA256.hash([UInt8]()),
+                    timestampMilliseconds: milliseconds)
+                let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
+                return
+                    #""assertion":"\#(assertion)","request":{"method":"GET","pathAndQuery":"/feed","bodySha256":"\#(Self.emptyHash)","timestamp":\#(milliseconds)}}"#
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            var response = try await verify(client, device, try timestamped(now))
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            response = try await verify(client, device, try timestamped(now - 600_000))
+            #expect(response.status == .unauthorized)
+            #expect(F.json(response)["code"] as? String == "staleTimestamp")
+            // Eight generated in order, delivered in reverse: all accepted under the window, each once.
+            let batch = try (0..<8).map { try timestamped(now + Int64($0)) }
+            for body in batch.reversed() {
+                response = try await verify(client, device, body)
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+            }
+            for body in batch {
+                response = try await verify(client, device, body)
+                #expect(response.status == .conflict)
+            }
+        }
+    }
+}
+#endif  // Service

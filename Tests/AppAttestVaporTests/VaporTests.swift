@@ -175,7 +175,9 @@ struct VaporIntegrationTests {
     actor ClosingStore: AppAttestStore {
         let inner = MemoryAppAttestStore()
         private(set) var closed = false
-        func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) { try await inner.insertChallenge(record) }
+        func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
+            try await inner.insertChallenge(record)
+        }
         func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
             async throws(StoreError) -> ChallengeRecord?
         { try await inner.consumeChallenge(challenge, purpose: purpose, keyID: keyID, userID: userID) }
@@ -188,7 +190,9 @@ struct VaporIntegrationTests {
         func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
             try await inner.purgeExpiredChallenges(now: now)
         }
-        func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { try await inner.insertKey(record) }
+        func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+            try await inner.insertKey(record)
+        }
         func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
         func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
             try await inner.keys(forUser: userID)
@@ -241,7 +245,8 @@ struct VaporIntegrationTests {
             app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil)
             try app.register(collection: app.appAttest.routes())
             app.grouped("api").grouped(app.appAttest.middleware(refusals: .thrown))
-                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)" }
+                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)"
+                }
             try await tests.register(app, device)
             let missing = try await app.testing().sendRequest(.POST, "/api/order")
             #expect(missing.status == .unauthorized)
@@ -263,7 +268,8 @@ struct VaporIntegrationTests {
             app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil)
             try app.register(collection: app.appAttest.routes())
             app.grouped("api").grouped(app.appAttest.middleware(freshness: .nextChallengeInResponse))
-                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)" }
+                .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)"
+                }
             try await tests.register(app, device)
             var c = try await tests.challenge(app, purpose: "assertion", keyID: device.keyID)
             for round in 1...5 {
