@@ -1,5 +1,5 @@
 internal import AppAttestCrypto
-public import Foundation
+import Foundation
 
 /// The canonical client data of an HTTP request protected by App Attest: what the app hashes and passes to
 /// `generateAssertion`, so that an assertion is bound to one method, path, body and one-time challenge and cannot be

@@ -379,6 +379,47 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     {
+        // One statement, one round trip, one implicit transaction.
+        try await perform { client, logger in
+            try await Self.accept(acceptance) { query in try await client.query(query, logger: logger) }
+        }
+    }
+
+    /// The batch in one transaction on one connection: one commit, one WAL flush, for all of them (group commit).
+    /// The statements run in keyId order, so that two batches lock the keys they share in the same order and never
+    /// deadlock; the outcomes come back in the batch's order.
+    public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
+        -> [AssertionAcceptanceOutcome]
+    {
+        if batch.count == 1 { return [try await acceptAssertion(batch[0])] }
+        let order = batch.indices.sorted {
+            batch[$0].keyID.rawValue.lexicographicallyPrecedes(batch[$1].keyID.rawValue)
+        }
+        do {
+            return try await perform { client, logger in
+                try await client.withTransaction(logger: logger) { connection in
+                    var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
+                    for index in order {
+                        outcomes[index] = try await Self.accept(batch[index]) { query in
+                            try await connection.query(query, logger: logger)
+                        }
+                    }
+                    return outcomes.map { $0! }
+                }
+            }
+        } catch {
+            // The transaction rolled back (a deadlock with a challenge another batch holds, a lost connection):
+            // nothing of it was applied, so each acceptance is tried again on its own.
+            var outcomes: [AssertionAcceptanceOutcome] = []
+            for acceptance in batch { outcomes.append(try await acceptAssertion(acceptance)) }
+            return outcomes
+        }
+    }
+
+    /// One acceptance: the conditional statement, and on a refusal one more read to say why.
+    private static func accept(
+        _ acceptance: AssertionAcceptance, _ run: (PostgresQuery) async throws -> PostgresRowSequence
+    ) async throws -> AssertionAcceptanceOutcome {
         let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
         let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
         let use = acceptance.challenge
@@ -390,8 +431,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         // One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
         // only if it is, and the challenge is deleted only if the counter moved. The arithmetic is
         // AssertionAcceptance.advance; every shift is guarded so that its count stays within 0...63.
-        let accepted = try await perform { client, logger -> Int64? in
-            let rows = try await client.query(
+        let accepted = try await { () async throws -> Int64? in
+            let rows = try await run(
                 """
                 WITH ch AS (
                     SELECT challenge FROM app_attest_challenges
@@ -428,23 +469,23 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     RETURNING 1
                 )
                 SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
-                """, logger: logger)
+                """)
             for try await (highest, _) in rows.decode((Int64?, Int64).self) { return highest }
             return nil
-        }
+        }()
         if let accepted { return .accepted(highestCounter: UInt32(clamping: accepted)) }
         // Refused: one more read, to say why.
-        let state = try await perform { client, logger -> (Int64?, Double?, String?, Data?, String?, Double?)? in
-            let rows = try await client.query(
+        let state = try await { () async throws -> (Int64?, Double?, String?, Data?, String?, Double?)? in
+            let rows = try await run(
                 """
                 SELECT k.counter, k.revoked_at, c.purpose, c.key_id, c.user_id, c.expires_at
                 FROM (SELECT 1) AS one
                 LEFT JOIN app_attest_keys k ON k.key_id = \(key)
                 LEFT JOIN app_attest_challenges c ON \(hasChallenge) AND c.challenge = \(challenge)
-                """, logger: logger)
+                """)
             for try await row in rows.decode((Int64?, Double?, String?, Data?, String?, Double?).self) { return row }
             return nil
-        }
+        }()
         guard let state, let highest = state.0 else { return .unknownKey }
         if state.1 != nil { return .keyRevoked }
         if let use {

@@ -216,58 +216,69 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     {
+        try await write { db in try Self.accept(acceptance, in: db) }
+    }
+
+    /// The batch in one write transaction: one commit for all of them (group commit).
+    public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
+        -> [AssertionAcceptanceOutcome]
+    {
+        try await write { db in try batch.map { try Self.accept($0, in: db) } }
+    }
+
+    /// One acceptance inside the caller's write transaction: the counter moves only if the challenge is usable, then
+    /// the challenge is deleted and the next one stored (no other writer runs in between). The arithmetic is
+    /// AssertionAcceptance.advance.
+    private static func accept(_ acceptance: AssertionAcceptance, in db: Database) throws
+        -> AssertionAcceptanceOutcome
+    {
         let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
         let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
         let use = acceptance.challenge
-        return try await write { db -> AssertionAcceptanceOutcome in
-            // One write transaction: the counter moves only if the challenge is usable, then the challenge is
-            // deleted (no other writer runs in between). The arithmetic is AssertionAcceptance.advance.
-            try db.execute(
-                sql: Self.acceptStatement,
-                arguments: [
-                    counter, key, counter, window,
-                    use.map { Data($0.challenge) }, use.map { Data($0.challenge) }, use?.purpose, key, use?.userID,
-                    use?.now.timeIntervalSince1970,
-                ])
-            if db.changesCount == 1 {
-                if let use {
-                    try db.execute(sql: "DELETE FROM challenges WHERE challenge = ?", arguments: [Data(use.challenge)])
-                }
-                if let next = acceptance.nextChallenge {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO challenges (challenge, purpose, key_id, user_id, expires_at)
-                            VALUES (?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            Data(next.challenge), next.purpose, next.keyID.map { Data($0.rawValue) }, next.userID,
-                            next.expiresAt.timeIntervalSince1970,
-                        ])
-                }
-                let highest = try Int64.fetchOne(db, sql: "SELECT counter FROM keys WHERE key_id = ?", arguments: [key])
-                return .accepted(highestCounter: UInt32(clamping: highest ?? counter))
-            }
-            // Refused: say why, from the same transaction.
-            guard
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?", arguments: [key])
-            else { return .unknownKey }
-            if (row["revoked_at"] as Double?) != nil { return .keyRevoked }
+        let highest = try Int64.fetchOne(
+            db, sql: Self.acceptStatement,
+            arguments: [
+                counter, key, counter, window,
+                use.map { Data($0.challenge) }, use.map { Data($0.challenge) }, use?.purpose, key, use?.userID,
+                use?.now.timeIntervalSince1970,
+            ])
+        if let highest {
             if let use {
-                let stored = try Row.fetchOne(
-                    db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
-                    arguments: [Data(use.challenge)])
-                let record = try stored.map { try Self.challengeRecord(use.challenge, $0) }
-                if let record, record.purpose == use.purpose,
-                    record.keyID == nil || record.keyID == acceptance.keyID,
-                    record.userID == nil || record.userID == use.userID, record.expiresAt > use.now
-                {
-                    return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
-                }
-                return .challengeRefused(record)
+                try db.execute(sql: "DELETE FROM challenges WHERE challenge = ?", arguments: [Data(use.challenge)])
             }
-            return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
+            if let next = acceptance.nextChallenge {
+                try db.execute(
+                    sql: """
+                        INSERT INTO challenges (challenge, purpose, key_id, user_id, expires_at)
+                        VALUES (?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        Data(next.challenge), next.purpose, next.keyID.map { Data($0.rawValue) }, next.userID,
+                        next.expiresAt.timeIntervalSince1970,
+                    ])
+            }
+            return .accepted(highestCounter: UInt32(clamping: highest))
         }
+        // Refused: say why, from the same transaction.
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?", arguments: [key])
+        else { return .unknownKey }
+        if (row["revoked_at"] as Double?) != nil { return .keyRevoked }
+        if let use {
+            let stored = try Row.fetchOne(
+                db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
+                arguments: [Data(use.challenge)])
+            let record = try stored.map { try Self.challengeRecord(use.challenge, $0) }
+            if let record, record.purpose == use.purpose,
+                record.keyID == nil || record.keyID == acceptance.keyID,
+                record.userID == nil || record.userID == use.userID, record.expiresAt > use.now
+            {
+                return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
+            }
+            return .challengeRefused(record)
+        }
+        return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
     }
 
     /// The conditional update of ``acceptAssertion(_:)``: arguments counter, key, counter, window, then the
@@ -287,6 +298,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             AND (?5 IS NULL OR EXISTS (
                 SELECT 1 FROM challenges WHERE challenge = ?6 AND purpose = ?7
                     AND (key_id IS NULL OR key_id = ?8) AND (user_id IS NULL OR user_id = ?9) AND expires_at > ?10))
+        RETURNING counter
         """
 
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {

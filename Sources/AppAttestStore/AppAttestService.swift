@@ -111,6 +111,7 @@ public struct AppAttestService: Sendable {
     public let counterPolicy: CounterPolicy
     private let now: @Sendable () -> Date
     private let keyCache = KeyCache()
+    private let batcher: AcceptanceBatcher
 
     /// Which assertion counters a key may present (<doc:RunningTheVerificationService>, “Counters”).
     ///
@@ -169,6 +170,7 @@ public struct AppAttestService: Sendable {
         counterPolicy: CounterPolicy = .strictlyIncreasing, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.counterPolicy = counterPolicy
+        self.batcher = AcceptanceBatcher(store: store)
         self.verifier = verifier
         self.store = store
         self.challengeLifetime = challengeLifetime
@@ -342,8 +344,9 @@ public struct AppAttestService: Sendable {
         }
         let acceptance = AssertionAcceptance(
             keyID: keyID, counter: verified.counter, window: counterPolicy.window, challenge: use, nextChallenge: next)
+        // Group commit: concurrent acceptances share one store transaction (AcceptanceBatcher).
         let outcome = try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
-            try await store.acceptAssertion(acceptance)
+            try await batcher.accept(acceptance)
         }
         switch outcome {
         case .accepted(let highest):

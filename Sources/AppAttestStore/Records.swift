@@ -237,6 +237,11 @@ public protocol AppAttestStore: Sendable {
     /// Marks a key revoked; returns whether it was active.
     func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
 
+    /// Accepts several verified assertions in one transaction (group commit), each exactly as
+    /// ``acceptAssertion(_:)`` would, in order: the outcomes are in the same order. A store error fails them all and
+    /// changes nothing.
+    func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError) -> [AssertionAcceptanceOutcome]
+
     /// Releases the store's connections or files; the store is not used afterwards. Frameworks call it at shutdown.
     func close() async
 
@@ -246,6 +251,17 @@ public protocol AppAttestStore: Sendable {
 }
 
 extension AppAttestStore {
+    /// One ``acceptAssertion(_:)`` after another, for stores without a batched transaction (each is atomic; the
+    /// batch as a whole is not).
+    public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
+        -> [AssertionAcceptanceOutcome]
+    {
+        var outcomes: [AssertionAcceptanceOutcome] = []
+        outcomes.reserveCapacity(batch.count)
+        for acceptance in batch { outcomes.append(try await acceptAssertion(acceptance)) }
+        return outcomes
+    }
+
     /// Nothing to release (the in-memory store, and stores that release everything when deallocated).
     public func close() async {}
 }

@@ -189,4 +189,34 @@ struct ReorderWindowTests {
         }
         #expect(try await harness.store.key(device.keyID)?.counter == 6)
     }
+
+    @Test("a batch in one transaction: each acceptance as it would be alone, in order", arguments: Backend.available)
+    func batch(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let a = try await harness.registeredDevice()
+        let b = try await harness.registeredDevice()
+        let challenge = try await harness.service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: b.keyID
+        ).challenge
+        let use = AssertionAcceptance.ChallengeUse(
+            challenge: challenge, purpose: AppAttestService.Purpose.assertion, userID: nil, now: harness.clock.now)
+        let unknown = try KeyID(rawValue: [UInt8](repeating: 7, count: 32))
+        let outcomes = try await harness.store.acceptAssertions([
+            .init(keyID: a.keyID, counter: 3, window: 1, challenge: nil),
+            .init(keyID: a.keyID, counter: 3, window: 1, challenge: nil),  // the same again: refused
+            .init(keyID: b.keyID, counter: 1, window: 1, challenge: use),
+            .init(keyID: b.keyID, counter: 2, window: 1, challenge: use),  // the challenge is spent
+            .init(keyID: a.keyID, counter: 2, window: 8, challenge: nil),  // below 3, inside a window
+            .init(keyID: unknown, counter: 1, window: 1, challenge: nil),
+        ])
+        #expect(
+            outcomes == [
+                .accepted(highestCounter: 3), .counterRefused(highestCounter: 3), .accepted(highestCounter: 1),
+                .challengeRefused(nil), .accepted(highestCounter: 3), .unknownKey,
+            ])
+        #expect(try await harness.store.key(a.keyID)?.counter == 3)
+        #expect(try await harness.store.key(b.keyID)?.counter == 1)
+        #expect(try await harness.store.challenge(challenge) == nil)
+    }
 }
