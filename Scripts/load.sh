@@ -5,7 +5,9 @@
 # Environment: DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions per device and run, 100).
 # For each database: the trivial route /ping (the HTTP stack's ceiling), assertion verification, then the same with
 # malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest load check`
-# compares every key's stored counter with the highest counter the server accepted for it.
+# compares every key's stored counter with the highest counter the server accepted for it. Then a SQLite server with
+# a reorder window of 64 (counterReorderWindow) takes each device's assertions eight at a time, shuffled and in
+# flight together. Each assertion RESULT is followed by its ratio to the same database's /ping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
@@ -35,9 +37,10 @@ if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
 fi
 
 $A simulate authority --out "$WORK" 2>/dev/null
-serve() { # NAME DATABASE PORT
+serve() { # NAME DATABASE PORT [REORDER-WINDOW]
     APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="load:$TOKEN" \
         APPATTEST_RATE_LIMIT=off APPATTEST_MAX_BODY_BYTES=$MAX_BODY APPATTEST_LOG_LEVEL=warning \
+        APPATTEST_COUNTER_REORDER_WINDOW="${4:-1}" \
         $A serve --database "$2" --port "$3" >"$WORK/$1.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$3/health" >/dev/null && return; sleep 0.1; done
@@ -45,17 +48,25 @@ serve() { # NAME DATABASE PORT
 }
 serve sqlite "sqlite:$WORK/load.sqlite" 18080
 serve postgres "$APPATTEST_POSTGRES_URL" 18081
+serve window "sqlite:$WORK/window.sqlite" 18082 64
 SQLITE=http://127.0.0.1:18080
 POSTGRES=http://127.0.0.1:18081
+WINDOW=http://127.0.0.1:18082
 
-$A load prepare --dir "$WORK" --url $SQLITE --url $POSTGRES --token "$TOKEN" --app-id $APP \
-    --devices "$DEVICES" --assertions "$ASSERTIONS" --runs 2
+$A load prepare --dir "$WORK" --url $SQLITE --url $POSTGRES --url $WINDOW --token "$TOKEN" --app-id $APP \
+    --devices "$DEVICES" --assertions "$ASSERTIONS" --runs 2 --grouped 8
 
 run() { # LABEL URL MODE FILE
     echo "== $1"
     wrk -t$THREADS -c"$CONNECTIONS" -d"$DURATION" -s Scripts/load.lua "$2" -- "$3" "$4" "$TOKEN" "$WORK/accepted" \
-        $MAX_BODY $THREADS | grep -E '^(RESULT|SENT|RECEIVED)'
-    if [ "$3" != ping ]; then $A load check --url "$2" --token "$TOKEN" "$WORK/accepted"; fi
+        $MAX_BODY $THREADS | grep -E '^(RESULT|SENT|RECEIVED)' | tee "$WORK/last"
+    rps="$(sed -n 's/^RESULT .* rps=\([0-9]*\).*/\1/p' "$WORK/last")"
+    if [ "$3" = ping ]; then
+        PING="$rps"
+    else
+        echo "ratio to /ping: $(awk -v a="$rps" -v b="$PING" 'BEGIN { printf "%.2f", a / b }')"
+        $A load check --url "$2" --token "$TOKEN" "$WORK/accepted"
+    fi
 }
 run "sqlite: trivial route /ping (ceiling)" $SQLITE ping -
 run "sqlite: assertion verification" $SQLITE assert "$WORK/run-1.txt"
@@ -63,9 +74,11 @@ run "sqlite: assertion verification with faults mixed in" $SQLITE faults "$WORK/
 run "postgres: trivial route /ping (ceiling)" $POSTGRES ping -
 run "postgres: assertion verification" $POSTGRES assert "$WORK/run-1.txt"
 run "postgres: assertion verification with faults mixed in" $POSTGRES faults "$WORK/run-2.txt"
+run "sqlite, reorder window 64: trivial route /ping (ceiling)" $WINDOW ping -
+run "sqlite, reorder window 64: 8 requests per device in flight, shuffled" $WINDOW assert "$WORK/run-grouped.txt"
 
 echo "== after the runs"
-for url in $SQLITE $POSTGRES; do
+for url in $SQLITE $POSTGRES $WINDOW; do
     echo "$url/health: $(curl -s "$url/health")"
     curl -s "$url/metrics" | grep -E '^appattest_(verifications|http_refusals)_total' | grep -v '"key"' | sort
 done

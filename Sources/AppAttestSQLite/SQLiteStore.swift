@@ -110,12 +110,12 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // allow this key and user (a challenge reserved for another is not burned).
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        DELETE FROM challenges WHERE challenge = ? AND purpose = ?
-                            AND (key_id IS NULL OR key_id = ?) AND (user_id IS NULL OR user_id = ?)
-                        RETURNING purpose, key_id, user_id, expires_at
-                        """,
+                    try db.cachedStatement(
+                        sql: """
+                            DELETE FROM challenges WHERE challenge = ? AND purpose = ?
+                                AND (key_id IS NULL OR key_id = ?) AND (user_id IS NULL OR user_id = ?)
+                            RETURNING purpose, key_id, user_id, expires_at
+                            """),
                     arguments: [Data(challenge), purpose, keyID.map { Data($0.rawValue) }, userID])
             else { return nil }
             return try Self.challengeRecord(challenge, row)
@@ -126,7 +126,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         try await read { db -> ChallengeRecord? in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
+                    try db.cachedStatement(
+                        sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?"),
                     arguments: [Data(challenge)])
             else { return nil }
             return try Self.challengeRecord(challenge, row)
@@ -138,15 +139,16 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             let time = now.timeIntervalSince1970
             if let keyID {
                 return try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM challenges WHERE key_id = ? AND expires_at > ?",
+                    try db.cachedStatement(sql: "SELECT COUNT(*) FROM challenges WHERE key_id = ? AND expires_at > ?"),
                     arguments: [Data(keyID.rawValue), time]) ?? 0
             }
             if let userID {
                 return try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM challenges WHERE user_id = ? AND expires_at > ?",
+                    try db.cachedStatement(sql: "SELECT COUNT(*) FROM challenges WHERE user_id = ? AND expires_at > ?"),
                     arguments: [userID, time]) ?? 0
             }
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM challenges WHERE expires_at > ?", arguments: [time])
+            return try Int.fetchOne(
+                try db.cachedStatement(sql: "SELECT COUNT(*) FROM challenges WHERE expires_at > ?"), arguments: [time])
                 ?? 0
         }
     }
@@ -161,19 +163,21 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
         try await write { db in
-            try db.execute(sql: "DELETE FROM challenges WHERE expires_at < ?", arguments: [now.timeIntervalSince1970])
+            try db.cachedStatement(sql: "DELETE FROM challenges WHERE expires_at < ?").execute(
+                arguments: [now.timeIntervalSince1970])
             return db.changesCount
         }
     }
 
     public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
         try await write { db -> KeyInsertion in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
                                       created_at, receipt_updated_at, revoked_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key_id) DO NOTHING
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     Data(record.keyID.rawValue), record.userID, record.appID.rawValue, record.environment.rawValue,
                     Data(record.publicKey), Int64(record.counter), Data(record.receipt), record.riskMetric,
@@ -183,7 +187,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             guard db.changesCount == 0 else { return .inserted }
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)])
+                    try db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"),
+                    arguments: [Data(record.keyID.rawValue)])
             else {
                 throw StoreError(.corrupted, "a key that conflicts but cannot be read")
             }
@@ -195,7 +200,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         try await read { db -> KeyRecord? in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT * FROM keys WHERE key_id = ?", arguments: [Data(keyID.rawValue)])
+                    try db.cachedStatement(sql: "SELECT * FROM keys WHERE key_id = ?"),
+                    arguments: [Data(keyID.rawValue)])
             else {
                 return nil
             }
@@ -206,7 +212,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await read { db -> [KeyRecord] in
             let rows = try Row.fetchAll(
-                db, sql: "SELECT * FROM keys WHERE user_id = ? ORDER BY created_at, key_id", arguments: [userID])
+                try db.cachedStatement(sql: "SELECT * FROM keys WHERE user_id = ? ORDER BY created_at, key_id"),
+                arguments: [userID])
             var records: [KeyRecord] = []
             for row in rows { records.append(try Self.keyRecord(row)) }
             return records
@@ -236,7 +243,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
         let use = acceptance.challenge
         let highest = try Int64.fetchOne(
-            db, sql: Self.acceptStatement,
+            try db.cachedStatement(sql: Self.acceptStatement),
             arguments: [
                 counter, key, counter, window,
                 use.map { Data($0.challenge) }, use.map { Data($0.challenge) }, use?.purpose, key, use?.userID,
@@ -244,14 +251,16 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             ])
         if let highest {
             if let use {
-                try db.execute(sql: "DELETE FROM challenges WHERE challenge = ?", arguments: [Data(use.challenge)])
+                try db.cachedStatement(sql: "DELETE FROM challenges WHERE challenge = ?").execute(
+                    arguments: [Data(use.challenge)])
             }
             if let next = acceptance.nextChallenge {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO challenges (challenge, purpose, key_id, user_id, expires_at)
                         VALUES (?, ?, ?, ?, ?)
-                        """,
+                        """
+                ).execute(
                     arguments: [
                         Data(next.challenge), next.purpose, next.keyID.map { Data($0.rawValue) }, next.userID,
                         next.expiresAt.timeIntervalSince1970,
@@ -262,12 +271,13 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         // Refused: say why, from the same transaction.
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?", arguments: [key])
+                try db.cachedStatement(sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?"), arguments: [key])
         else { return .unknownKey }
         if (row["revoked_at"] as Double?) != nil { return .keyRevoked }
         if let use {
             let stored = try Row.fetchOne(
-                db, sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?",
+                try db.cachedStatement(
+                    sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?"),
                 arguments: [Data(use.challenge)])
             let record = try stored.map { try Self.challengeRecord(use.challenge, $0) }
             if let record, record.purpose == use.purpose,
@@ -303,9 +313,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
         try await write { db in
-            try db.execute(
-                sql: "UPDATE keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-                arguments: [time.timeIntervalSince1970, Data(keyID.rawValue)])
+            try db.cachedStatement(sql: "UPDATE keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL")
+                .execute(
+                    arguments: [time.timeIntervalSince1970, Data(keyID.rawValue)])
             return db.changesCount == 1
         }
     }
@@ -314,8 +324,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         async throws(StoreError) -> Bool
     {
         try await write { db in
-            try db.execute(
-                sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?",
+            try db.cachedStatement(
+                sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?"
+            ).execute(
                 arguments: [Data(receipt), riskMetric, time.timeIntervalSince1970, Data(keyID.rawValue)])
             return db.changesCount == 1
         }

@@ -2,6 +2,7 @@
 import AppAttest
 import AppAttestCrypto
 import Foundation
+import Synchronization
 import Metrics
 public import Prometheus
 
@@ -80,16 +81,32 @@ public final class ServerMetrics: Sendable {
     /// One operation's outcome: `appattest_verifications_total{operation, result, code}` and
     /// `appattest_operation_duration_seconds{operation, result}`.
     func record(operation: String, code: String?, duration: Duration) {
-        let result = code == nil ? "accepted" : "refused"
-        registry.makeCounter(
-            descriptor: Self.verifications,
-            labels: [("operation", operation), ("result", result), ("code", code ?? "ok")]
-        ).increment()
-        registry.makeDurationHistogram(
-            descriptor: Self.durations, labels: [("operation", operation), ("result", result)],
-            buckets: Self.buckets
-        ).record(duration)
+        let key = "\(operation) \(code ?? "ok")"
+        // The registry's lookups by name and labels cost more than the increment: each pair is looked up once.
+        let instruments =
+            cache.withLock { $0[key] }
+            ?? {
+                let result = code == nil ? "accepted" : "refused"
+                let made = Instruments(
+                    counter: registry.makeCounter(
+                        descriptor: Self.verifications,
+                        labels: [("operation", operation), ("result", result), ("code", code ?? "ok")]),
+                    histogram: registry.makeDurationHistogram(
+                        descriptor: Self.durations, labels: [("operation", operation), ("result", result)],
+                        buckets: Self.buckets))
+                // Codes are a closed set of ours, but bound the cache anyway.
+                cache.withLock { if $0.count < 1024 { $0[key] = made } }
+                return made
+            }()
+        instruments.counter.increment()
+        instruments.histogram.record(duration)
     }
+
+    private struct Instruments: @unchecked Sendable {
+        let counter: Prometheus.Counter
+        let histogram: Prometheus.DurationHistogram
+    }
+    private let cache = Mutex<[String: Instruments]>([:])
 
     /// A request refused before any operation (authentication, size, rate): `appattest_http_refusals_total`.
     func refused(_ code: String) {

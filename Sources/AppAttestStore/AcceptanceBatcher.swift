@@ -2,9 +2,10 @@ import AppAttest
 import Foundation
 import Synchronization
 
-/// Group commit for assertion acceptances: while one batch's transaction runs, the acceptances that arrive wait, and
-/// go to the store together in the next one (at most ``maximumBatch``). Under load many assertions share a commit
-/// (one fsync for PostgreSQL, one write transaction for SQLite); an idle store sees batches of one, without delay.
+/// Group commit for assertion acceptances: up to ``maximumFlushes`` transactions run at once; while they all run, the
+/// acceptances that arrive wait, and go to the store together in the next one (at most ``maximumBatch``). Under load
+/// many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a quiet store
+/// sees batches of one, without delay.
 ///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
@@ -14,12 +15,14 @@ final class AcceptanceBatcher: Sendable {
 
     private struct State {
         var pending: [(AssertionAcceptance, Waiter)] = []
-        var flushing = false
+        var flushes = 0
     }
 
     private let store: any AppAttestStore
     private let state = Mutex(State())
     static let maximumBatch = 64
+    /// Transactions in flight at once: enough to keep a connection pool busy, few enough that batches form.
+    static let maximumFlushes = 4
 
     init(store: any AppAttestStore) { self.store = store }
 
@@ -29,8 +32,8 @@ final class AcceptanceBatcher: Sendable {
             return try await withCheckedThrowingContinuation { (waiter: Waiter) in
                 let starts = state.withLock { state -> Bool in
                     state.pending.append((acceptance, waiter))
-                    guard !state.flushing else { return false }
-                    state.flushing = true
+                    guard state.flushes < Self.maximumFlushes else { return false }
+                    state.flushes += 1
                     return true
                 }
                 if starts { Task { await self.flush() } }
@@ -48,7 +51,7 @@ final class AcceptanceBatcher: Sendable {
             let batch = state.withLock { state -> [(AssertionAcceptance, Waiter)] in
                 let batch = Array(state.pending.prefix(Self.maximumBatch))
                 state.pending.removeFirst(batch.count)
-                if batch.isEmpty { state.flushing = false }
+                if batch.isEmpty { state.flushes -= 1 }
                 return batch
             }
             if batch.isEmpty { return }

@@ -34,6 +34,11 @@ struct LoadCommand: AsyncParsableCommand {
         @Option var devices: Int = 1000
         @Option var assertions: Int = 100
         @Option var runs: Int = 2
+        @Option(
+            help:
+                "Also write DIR/run-grouped.txt: each device's counters in groups of N, adjacent and shuffled, so that N of its requests are in flight at once (for a server with a reorder window); 0 for none."
+        )
+        var grouped: Int = 0
 
         func run() async throws {
             let authority = try SimulateCommand.authority(dir)
@@ -76,6 +81,36 @@ struct LoadCommand: AsyncParsableCommand {
                 try handle.write(contentsOf: buffer)
                 try handle.close()
                 print("wrote \(dir)/run-\(run).txt: \(devices.count * assertions) assertions")
+            }
+            if grouped > 0 {
+                guard grouped <= 64 else { throw ValidationError("--grouped must be at most 64") }
+                _ = FileManager.default.createFile(atPath: "\(dir)/run-grouped.txt", contents: nil)
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(dir)/run-grouped.txt"))
+                var buffer = Data()
+                for round in 0..<max(1, assertions / grouped) {
+                    for (index, device) in devices.enumerated() {
+                        var lines: [Data] = []
+                        for member in 0..<grouped {
+                            let clientData = Array("load grouped \(round) \(member) device \(index)".utf8)
+                            let assertion = try device.assert(clientData: clientData)
+                            lines.append(
+                                Data(
+                                    """
+                                    \(index)\t{"keyId":"\(device.keyID.base64EncodedString)",\
+                                    "assertion":"\(Data(assertion).base64EncodedString())",\
+                                    "clientData":"\(Data(clientData).base64EncodedString())"}\n
+                                    """.utf8))
+                        }
+                        for line in lines.shuffled() { buffer.append(line) }
+                    }
+                    if buffer.count > 1 << 20 {
+                        try handle.write(contentsOf: buffer)
+                        buffer.removeAll(keepingCapacity: true)
+                    }
+                }
+                try handle.write(contentsOf: buffer)
+                try handle.close()
+                print("wrote \(dir)/run-grouped.txt: groups of \(grouped) per device, shuffled")
             }
         }
 
