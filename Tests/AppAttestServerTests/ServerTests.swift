@@ -396,13 +396,17 @@ struct KeyResponseTests {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         let keyID = try KeyID(rawValue: (0..<32).map { UInt8($0 * 7 % 256) })
-        for userID in [nil, "alice", "quote\" back\\slash / tab\t nl\n bell\u{07} é 🚀", String(repeating: "x", count: 256)] {
+        for userID in [
+            nil, "alice", "quote\" back\\slash / tab\t nl\n bell\u{07} é 🚀", String(repeating: "x", count: 256),
+        ] {
             for revoked in [nil, Date(timeIntervalSince1970: 1_700_000_123.9)] {
                 var record = KeyRecord(
                     keyID: keyID, userID: userID, appID: try AppID("ABCDE12345.com.example.app"),
-                    environment: .development, publicKey: [4] + [UInt8](repeating: 1, count: 64), counter: 4_000_000_000,
+                    environment: .development, publicKey: [4] + [UInt8](repeating: 1, count: 64),
+                    counter: 4_000_000_000,
                     receipt: [1], riskMetric: revoked == nil ? nil : 7,
-                    createdAt: Date(timeIntervalSince1970: 946_684_800), receiptUpdatedAt: Date(timeIntervalSince1970: 2_000_000_000.5),
+                    createdAt: Date(timeIntervalSince1970: 946_684_800),
+                    receiptUpdatedAt: Date(timeIntervalSince1970: 2_000_000_000.5),
                     revokedAt: revoked)
                 record.counter = 4_000_000_000
                 var response = AppAttestServer.KeyResponse(record)
@@ -410,7 +414,9 @@ struct KeyResponseTests {
                     response.nextChallenge = "abc-_"
                     response.nextChallengeExpiresAt = Date(timeIntervalSince1970: 1_800_000_000)
                 }
-                #expect(response.json == Array(try encoder.encode(response)), "\(String(decoding: response.json, as: UTF8.self))")
+                #expect(
+                    response.json == Array(try encoder.encode(response)),
+                    "\(String(decoding: response.json, as: UTF8.self))")
             }
         }
     }
