@@ -138,7 +138,7 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
 ///   "expiresAt": ISO 8601}`
 /// - attestation: `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
 ///   `{"keyId", "appId", "environment"}`
-/// - protected request: the headers of ``AppAttestRequestBinding``.
+/// - protected request: the headers of `AppAttestRequestBinding`.
 public struct AppAttestHTTPOperations: Sendable {
     /// The service the operations run on.
     public let service: AppAttestService

@@ -3,7 +3,7 @@ import AppAttest
 public import AppAttestHTTP
 public import AppAttestStore
 import Foundation
-public import HTTPTypes
+import HTTPTypes
 public import Hummingbird
 public import HummingbirdAuth
 import NIOCore
@@ -12,9 +12,9 @@ import NIOCore
 /// verified device (`context.identity`, `try context.requireIdentity()`).
 public typealias AppAttestRequestContext = BasicAuthRequestContext<AttestedDevice>
 
-/// Verifies the App Attest assertion of every request it guards (``AppAttestHTTPHeaders``; client data bound to
+/// Verifies the App Attest assertion of every request it guards (`AppAttestHTTPHeaders`; client data bound to
 /// method, path, body and a one-time challenge) and makes the verified device the request's identity, as
-/// hummingbird-auth's authenticators do. A refused request throws an ``AppAttestProblem``, a Hummingbird
+/// hummingbird-auth's authenticators do. A refused request throws an `AppAttestProblem`, a Hummingbird
 /// `HTTPResponseError`: rendered as `application/problem+json` (400 malformed, 401 failed verification, 409
 /// replay, 413, 429, 503) unless the application's own error middleware catches it first.
 ///
@@ -70,7 +70,7 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
 
     /// Verifies a request whose body is already collected; throws the refusal.
     public func authenticate(request: Request, context: Context) async throws -> AttestedDevice? {
-        var request = request
+        let request = request
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: maximumBodySize) } catch {
             throw AppAttestProblem.bodyTooLarge

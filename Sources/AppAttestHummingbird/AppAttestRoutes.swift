@@ -7,7 +7,7 @@ public import Hummingbird
 import NIOCore
 
 /// The routes an app needs before its first protected request: a challenge, and attestation registration (the JSON
-/// of ``AppAttestHTTP/AppAttestHTTPOperations``), as a route collection.
+/// of `AppAttestHTTPOperations`), as a route collection.
 ///
 /// - `POST challenge` `{"purpose": "attestation"|"assertion", "keyId"?: base64}` →
 ///   `{"challenge": base64url, "expiresAt": ISO 8601}`
@@ -15,7 +15,7 @@ import NIOCore
 ///   `{"keyId", "environment", "appId"}`
 ///
 /// These routes are open to app clients that are not authenticated yet, so they are bounded: bodies by
-/// ``AppAttestHTTP/AppAttestHTTPLimits/maximumJSONBodySize``, outstanding challenges by the service's
+/// `AppAttestHTTPLimits.maximumJSONBodySize`, outstanding challenges by the service's
 /// `ChallengeLimits`, and requests by a rate limiter per caller (by default the client's address when the context
 /// knows it, else one shared bucket).
 ///
@@ -34,6 +34,7 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
 
     /// Routes on `service`.
     /// - Parameters:
+    ///   - service: the service that issues challenges and registers keys.
     ///   - userID: names the user a new key is bound to (from your authentication).
     ///   - rateLimiter: per caller; 10 requests a second with bursts of 20 by default.
     ///   - caller: the caller a request counts against: by default the remote address when the context has one.

@@ -1,10 +1,10 @@
-public import AppAttest
+import AppAttest
 import Foundation
 
 /// The client data an assertion signs, in a layout that places the challenge, if any, where the service can check
 /// it without searching (“Verifying assertions and counters”).
 ///
-/// - ``request(method:pathAndQuery:bodySHA256:challenge:)``: the canonical binding of ``AppAttestRequestBinding``; the
+/// - ``request(method:pathAndQuery:bodySHA256:challenge:)``: the canonical binding of `AppAttestRequestBinding`; the
 ///   challenge is its last bytes.
 /// - ``opaque(_:challenge:)``: the app's own bytes; a bound challenge must be their first bytes (`challenge ‖ payload`).
 ///
@@ -31,7 +31,7 @@ public struct AppAttestClientData: Sendable, Hashable {
         self.challengeOffset = challengeOffset
     }
 
-    /// The canonical binding of an HTTP request (``AppAttestRequestBinding``), with its one-time challenge.
+    /// The canonical binding of an HTTP request (`AppAttestRequestBinding`), with its one-time challenge.
     /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` when the method is not a token, the path and query
     ///   is not a visible-ASCII origin-form target, the body hash is not 32 bytes or the challenge is empty or longer
     ///   than ``maximumChallengeLength``.

@@ -30,7 +30,7 @@ public struct AppAttestAbort: AbortError, Sendable {
     }
 }
 
-/// Verifies the App Attest assertion of every request it guards (``AppAttestHTTP/AppAttestHTTPHeaders``; client
+/// Verifies the App Attest assertion of every request it guards (`AppAttestHTTPHeaders`; client
 /// data bound to method, path, body and a one-time challenge), logs the verified device in (`req.auth`,
 /// `req.appAttest.device`) and refuses everything else: with an `application/problem+json` response by default
 /// (400 malformed, 401 failed verification, 409 replay, 413, 429, 503), or by throwing ``AppAttestAbort`` for the
@@ -103,9 +103,9 @@ public struct AppAttestMiddleware: AsyncMiddleware {
     }
 }
 
-/// The routes an app needs before its first protected request (JSON of ``AppAttestHTTP/AppAttestHTTPOperations``):
+/// The routes an app needs before its first protected request (JSON of `AppAttestHTTPOperations`):
 /// `POST {path}/challenge` and `POST {path}/attestation`. They are open to app clients not authenticated yet, so
-/// they are bounded: bodies by ``AppAttestHTTP/AppAttestHTTPLimits/maximumJSONBodySize``, outstanding challenges by the
+/// they are bounded: bodies by `AppAttestHTTPLimits.maximumJSONBodySize`, outstanding challenges by the
 /// service's `ChallengeLimits`, and requests by a rate limiter per client address.
 ///
 /// ```swift
@@ -155,7 +155,7 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
         return Response(await operation(body.readableBytesView))
     }
 
-    /// The body, at most ``AppAttestHTTP/AppAttestHTTPLimits/maximumJSONBodySize`` bytes (nil beyond), so that an
+    /// The body, at most `AppAttestHTTPLimits.maximumJSONBodySize` bytes (nil beyond), so that an
     /// oversized body gets the same problem response as everything else rather than Vapor's own error.
     static func collect(_ request: Request) async -> ByteBuffer? {
         let limit = AppAttestHTTPLimits.maximumJSONBodySize
