@@ -20,9 +20,13 @@ public struct AppAttestAbort: AbortError, Sendable {
     /// The error for a problem.
     public init(_ problem: AppAttestProblem) { self.problem = problem }
 
+    /// The problem's status.
     public var status: HTTPResponseStatus { HTTPResponseStatus(statusCode: problem.status.code) }
+    /// The problem's fixed title (never a client's bytes).
     public var reason: String { problem.title }
+    /// The problem's stable code.
     public var identifier: String { problem.code }
+    /// `Retry-After`, when there is a wait.
     public var headers: HTTPHeaders {
         var headers = HTTPHeaders()
         if let retryAfter = problem.retryAfter { headers.replaceOrAdd(name: .retryAfter, value: String(retryAfter)) }
@@ -75,6 +79,7 @@ public struct AppAttestMiddleware: AsyncMiddleware {
         self.freshness = freshness
     }
 
+    /// Collects the body once, verifies, logs the device in and passes the request on; refuses everything else.
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
         let body: ByteBuffer
         do { body = try await request.body.collect(max: maximumBodySize).get() ?? ByteBuffer() } catch {
@@ -134,6 +139,7 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
         self.rateLimiter = rateLimiter
     }
 
+    /// Mounts `POST {path}/challenge` and `POST {path}/attestation`.
     public func boot(routes: any RoutesBuilder) throws {
         let group = routes.grouped(PathComponent(stringLiteral: path))
         group.on(.POST, "challenge", body: .stream) { request async -> Response in
