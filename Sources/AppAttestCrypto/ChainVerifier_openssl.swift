@@ -129,7 +129,7 @@ package final class ChainVerifier: Sendable {
         }
         guard passed == 1, let signature, signatureLength > 0, signatureLength <= 160 else { return nil }
         guard let spki = leaf.ecPublicKeyPoint, spki.curve == "prime256v1", spki.point.count == 65,
-            let key = try? P256PublicKey(x963Representation: spki.point)
+            let key = P256PublicKey(checkedPoint: spki.point)
         else { return nil }
         let digest = leaf.derBytes.withUnsafeBytes { der in
             CertificateDigest.hash(

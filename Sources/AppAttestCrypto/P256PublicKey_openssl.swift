@@ -7,18 +7,33 @@ import Synchronization
 /// microseconds under OpenSSL 3, which is about 5 % of a P-256 verify, and an initialised context can verify
 /// again and again (what `openssl speed` does). A context is used by one thread at a time.
 package struct P256PublicKey: Sendable {
-    private let storage: VerificationKey
+    private let lazy: LazyKey
 
     /// Parses a 65-byte uncompressed X9.62 point (`04 ‖ X ‖ Y`) and checks that it lies on the curve.
     package init(x963Representation point: [UInt8]) throws(OpenSSLError) {
         clearOpenSSLErrors()
         let key = point.withUnsafeBufferPointer { aa_p256_public_key_from_point($0.baseAddress, $0.count) }
         guard let key else { throw OpenSSLError.drain("P-256 public key from point") }
-        storage = VerificationKey(owning: key, point: point)
+        lazy = LazyKey(point: point, key: VerificationKey(owning: key, point: point))
+    }
+
+    /// A point already checked to lie on the curve; OpenSSL's key is built at the first verification (what a
+    /// freshly attested key needs: its first assertion comes later, if ever).
+    package init?(checkedPoint point: [UInt8]) {
+        let valid = point.withUnsafeBufferPointer {
+            aa_p256_point_is_valid(P256Group.shared.pointer, $0.baseAddress, $0.count)
+        }
+        clearOpenSSLErrors()
+        guard valid == 1 else { return nil }
+        lazy = LazyKey(point: point, key: nil)
     }
 
     /// The 65-byte uncompressed point.
-    package var x963Representation: [UInt8] { storage.point }
+    package var x963Representation: [UInt8] { lazy.point }
+
+    private var storage: VerificationKey {
+        get throws(OpenSSLError) { try lazy.key() }
+    }
 
     /// Verifies a DER ECDSA signature over an already computed SHA-256 digest.
     ///
@@ -27,8 +42,9 @@ package struct P256PublicKey: Sendable {
     ///   a non-DER encoding (OpenSSL re-encodes and compares) or an internal error all give false.
     package func isValidSignature(derEncoded signature: [UInt8], sha256Digest digest: [UInt8]) -> Bool {
         guard digest.count == 32, !signature.isEmpty, signature.count <= 80 else { return false }
+        guard let key = try? storage else { return false }
         return signature.withUnsafeBufferPointer { sig in
-            digest.withUnsafeBufferPointer { storage.verify(signature: sig, digest: $0) }
+            digest.withUnsafeBufferPointer { key.verify(signature: sig, digest: $0) }
         }
     }
 
@@ -37,7 +53,43 @@ package struct P256PublicKey: Sendable {
         isValidSignature(derEncoded: signature, sha256Digest: SHA256.hash(message))
     }
 
-    fileprivate var storageKey: OpaquePointer { storage.key }
+    fileprivate var storageKey: OpaquePointer { (try? storage)!.key }
+}
+
+/// The point, and OpenSSL's key for it once built. `@unchecked Sendable`: the point is immutable and the key is
+/// built once under the mutex.
+private final class LazyKey: @unchecked Sendable {
+    let point: [UInt8]
+    private let built: Mutex<VerificationKey?>
+
+    init(point: [UInt8], key: VerificationKey?) {
+        self.point = point
+        self.built = Mutex(key)
+    }
+
+    func key() throws(OpenSSLError) -> VerificationKey {
+        let result = built.withLock { built -> Result<VerificationKey, OpenSSLError> in
+            if let built { return .success(built) }
+            clearOpenSSLErrors()
+            let key = point.withUnsafeBufferPointer { aa_p256_public_key_from_point($0.baseAddress, $0.count) }
+            guard let key else { return .failure(OpenSSLError.drain("P-256 public key from point")) }
+            let made = VerificationKey(owning: key, point: point)
+            built = made
+            return .success(made)
+        }
+        return try result.get()
+    }
+}
+
+/// The P-256 group, created once, only read afterwards. `@unchecked Sendable`: an EC_GROUP is not modified by the
+/// point operations that read it.
+private final class P256Group: @unchecked Sendable {
+    let pointer: OpaquePointer
+    static let shared = P256Group()
+    private init() {
+        guard let group = aa_p256_group_new() else { fatalError("OpenSSL has no P-256 group: the library is unusable") }
+        pointer = group
+    }
 }
 
 /// An EC public key held by OpenSSL with a small pool of initialised verification contexts.

@@ -58,6 +58,21 @@ static inline EVP_PKEY *aa_p256_public_key_from_point(const unsigned char *point
     return key;
 }
 
+/// The P-256 group, for on-curve checks without building a key (shared read-only; created once by the caller).
+static inline EC_GROUP *aa_p256_group_new(void) { return EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1); }
+
+/// 1 when `point` is a 65-byte uncompressed P-256 point on the curve (EC_POINT_oct2point checks it, as
+/// EVP_PKEY_fromdata does; the point at infinity has no uncompressed form).
+static inline int aa_p256_point_is_valid(const EC_GROUP *group, const unsigned char *point, size_t length) {
+    if (group == NULL || point == NULL || length != 65 || point[0] != 0x04) return 0;
+    EC_POINT *decoded = EC_POINT_new(group);
+    if (decoded == NULL) return 0;
+    int ok = EC_POINT_oct2point(group, decoded, point, length, NULL) == 1
+        && EC_POINT_is_on_curve(group, decoded, NULL) == 1 && EC_POINT_is_at_infinity(group, decoded) == 0;
+    EC_POINT_free(decoded);
+    return ok;
+}
+
 /// Writes the curve name of an EC key ("prime256v1", "secp384r1") into `out`; returns 1 on success.
 static inline int aa_ec_group_name(const EVP_PKEY *key, char *out, size_t capacity) {
     size_t length = 0;

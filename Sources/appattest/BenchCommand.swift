@@ -117,15 +117,37 @@ struct BenchVerify: ParsableCommand {
             leafDER: chain[0], intermediateDER: chain[1])
         let rawP384: @Sendable () throws -> Void = { _ = rawP384Benchmark.run(iterations: 16) }
 
-        func figures(threads: Int) throws -> Figures {
-            Figures(
-                attestations: try measure(seconds, threads: threads, attest),
-                assertions: try measure(seconds, threads: threads, assert),
-                opensslP256: try measure(seconds, threads: threads, batch: 64, rawP256),
-                opensslP384: try measure(seconds, threads: threads, batch: 16, rawP384))
+        // Interleaved: every measurement runs in slices of 250 ms, taking turns with the others (and the one-thread
+        // figures with the N-thread ones), so that a machine whose speed drifts (frequency, other tenants) affects
+        // the figures of a ratio alike.
+        let workloads: [(batch: Int, body: @Sendable () throws -> Void)] = [
+            (1, attest), (1, assert), (64, rawP256), (16, rawP384),
+        ]
+        let threadCounts = threads > 1 ? [1, threads] : [1]
+        var totals = [[(count: Int, seconds: Double)]](
+            repeating: [(count: Int, seconds: Double)](repeating: (0, 0), count: workloads.count),
+            count: threadCounts.count)
+        for count in threadCounts {
+            for workload in workloads {
+                _ = try measure(0.2, threads: count, batch: workload.batch, workload.body)  // warm-up
+            }
         }
-        let one = try figures(threads: 1)
-        let many = threads > 1 ? try figures(threads: threads) : nil
+        let slice = 0.25
+        for _ in 0..<max(1, Int((seconds / slice).rounded())) {
+            for (row, count) in threadCounts.enumerated() {
+                for (column, workload) in workloads.enumerated() {
+                    let part = try measureCount(slice, threads: count, batch: workload.batch, workload.body)
+                    totals[row][column].count += part.count
+                    totals[row][column].seconds += part.seconds
+                }
+            }
+        }
+        func figures(_ row: Int) -> Figures {
+            let rates = totals[row].map { Double($0.count) / $0.seconds }
+            return Figures(attestations: rates[0], assertions: rates[1], opensslP256: rates[2], opensslP384: rates[3])
+        }
+        let one = figures(0)
+        let many = threads > 1 ? figures(1) : nil
 
         func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
         if json {
@@ -177,11 +199,20 @@ struct BenchVerify: ParsableCommand {
         }
     }
 
-    /// Calls `body` repeatedly on `threads` threads at once for `seconds` after a short warm-up; returns calls
-    /// (× batch) per second, all threads together.
+    /// Calls `body` repeatedly on `threads` threads at once for `seconds`; returns calls (× batch) per second, all
+    /// threads together.
     private func measure(
         _ seconds: Double, threads: Int, batch: Int = 1, _ body: @escaping @Sendable () throws -> Void
     ) throws -> Double {
+        let part = try measureCount(seconds, threads: threads, batch: batch, body)
+        return Double(part.count) / part.seconds
+    }
+
+    /// Calls `body` repeatedly on `threads` threads at once for `seconds`; returns the calls (× batch), all threads
+    /// together, and the longest thread's time.
+    private func measureCount(
+        _ seconds: Double, threads: Int, batch: Int = 1, _ body: @escaping @Sendable () throws -> Void
+    ) throws -> (count: Int, seconds: Double) {
         let results = Mutex<[Result<(count: Int, seconds: Double), any Error>]>([])
         let start = DispatchSemaphore(value: 0)
         let done = DispatchGroup()
@@ -205,14 +236,12 @@ struct BenchVerify: ParsableCommand {
             count += calls
             longest = max(longest, elapsed)
         }
-        return Double(count * batch) / longest
+        return (count * batch, longest)
     }
 
-    /// One thread's loop: a 200 ms warm-up, then calls in groups of 16 until `seconds` have passed.
+    /// One thread's loop: calls in groups of 16 until `seconds` have passed.
     private static func loop(_ seconds: Double, _ body: () throws -> Void) throws -> (count: Int, seconds: Double) {
         let clock = ContinuousClock()
-        let warmUp = clock.now.advanced(by: .milliseconds(200))
-        while clock.now < warmUp { try body() }
         let start = clock.now
         let deadline = start.advanced(by: .milliseconds(Int64(seconds * 1000)))
         var count = 0
