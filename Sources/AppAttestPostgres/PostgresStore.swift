@@ -420,91 +420,85 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     private static func accept(
         _ acceptance: AssertionAcceptance, _ run: (PostgresQuery) async throws -> PostgresRowSequence
     ) async throws -> AssertionAcceptanceOutcome {
-        let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
         let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
-        let use = acceptance.challenge
-        let hasChallenge = use != nil, challenge = use.map { Data($0.challenge) }, purpose = use?.purpose
-        let userID = use?.userID, now = use?.now.timeIntervalSince1970
-        let next = acceptance.nextChallenge, hasNext = next != nil, nextBytes = next.map { Data($0.challenge) }
-        let nextPurpose = next?.purpose, nextKey = next?.keyID.map { Data($0.rawValue) }, nextUser = next?.userID
-        let nextExpiry = next?.expiresAt.timeIntervalSince1970
+        // $1 counter, $2 keyId, $3 window: the binds of `counterUpdate`.
+        var binds = PostgresBindings()
+        binds.append(Int64(acceptance.counter))
+        try binds.append(Data(acceptance.keyID.rawValue))
+        binds.append(window)
+        let use = acceptance.challenge, next = acceptance.nextChallenge
         if use == nil && next == nil {
-            // No challenge to consume or store: the counter's conditional update alone (the same arithmetic), which
-            // PostgreSQL plans far faster than the statement with its common table expressions.
-            let highest = try await { () async throws -> Int64? in
-                let rows = try await run(
-                    """
-                    UPDATE app_attest_keys SET
-                        seen = CASE
-                            WHEN \(counter) > counter THEN CASE
-                                WHEN \(counter) - counter >= 64 THEN 0
-                                ELSE ((seen & ((1::bigint << (63 - (\(counter) - counter))::int) - 1))
-                                        << (\(counter) - counter)::int)
-                                    | (1::bigint << (\(counter) - counter - 1)::int)
-                                END
-                            ELSE seen | (1::bigint << (counter - \(counter) - 1)::int)
-                            END,
-                        counter = GREATEST(counter, \(counter))
-                    WHERE key_id = \(key) AND revoked_at IS NULL
-                        AND (\(counter) > counter OR (counter - \(counter) BETWEEN 1 AND \(window) - 1
-                            AND (CASE WHEN counter - \(counter) BETWEEN 1 AND 63
-                                THEN (seen >> (counter - \(counter) - 1)::int) & 1 ELSE 1 END) = 0))
-                    RETURNING counter
-                    """)
-                for try await highest in rows.decode(Int64.self) { return highest }
-                return nil
-            }()
-            if let highest { return .accepted(highestCounter: UInt32(clamping: highest)) }
+            // No challenge to consume or store: the counter's conditional update alone, which PostgreSQL plans far
+            // faster than the statement with its common table expressions.
+            let rows = try await run(PostgresQuery(unsafeSQL: Self.counterUpdate + " RETURNING counter", binds: binds))
+            for try await highest in rows.decode(Int64.self) {
+                return .accepted(highestCounter: UInt32(clamping: highest))
+            }
             return try await explain(acceptance, run)
         }
+        // $4… the challenge to consume, $9… the challenge to store.
+        binds.append(use != nil)
+        try binds.append(use.map { Data($0.challenge) })
+        binds.append(use?.purpose)
+        binds.append(use?.userID)
+        binds.append(use?.now.timeIntervalSince1970)
+        binds.append(next != nil)
+        try binds.append(next.map { Data($0.challenge) })
+        binds.append(next?.purpose)
+        try binds.append(next?.keyID.map { Data($0.rawValue) })
+        binds.append(next?.userID)
+        binds.append(next?.expiresAt.timeIntervalSince1970)
         // One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
-        // only if it is, and the challenge is deleted only if the counter moved. The arithmetic is
-        // AssertionAcceptance.advance; every shift is guarded so that its count stays within 0...63.
-        let accepted = try await { () async throws -> Int64? in
-            let rows = try await run(
-                """
-                WITH ch AS (
-                    SELECT challenge FROM app_attest_challenges
-                    WHERE \(hasChallenge) AND challenge = \(challenge) AND purpose = \(purpose)
-                        AND (key_id IS NULL OR key_id = \(key)) AND (user_id IS NULL OR user_id = \(userID))
-                        AND expires_at > \(now)
-                    FOR UPDATE
-                ), upd AS (
-                    UPDATE app_attest_keys SET
-                        seen = CASE
-                            WHEN \(counter) > counter THEN CASE
-                                WHEN \(counter) - counter >= 64 THEN 0
-                                ELSE ((seen & ((1::bigint << (63 - (\(counter) - counter))::int) - 1))
-                                        << (\(counter) - counter)::int)
-                                    | (1::bigint << (\(counter) - counter - 1)::int)
-                                END
-                            ELSE seen | (1::bigint << (counter - \(counter) - 1)::int)
-                            END,
-                        counter = GREATEST(counter, \(counter))
-                    WHERE key_id = \(key) AND revoked_at IS NULL
-                        AND (\(counter) > counter OR (counter - \(counter) BETWEEN 1 AND \(window) - 1
-                            AND (CASE WHEN counter - \(counter) BETWEEN 1 AND 63
-                                THEN (seen >> (counter - \(counter) - 1)::int) & 1 ELSE 1 END) = 0))
-                        AND (NOT \(hasChallenge) OR EXISTS (SELECT 1 FROM ch))
-                    RETURNING counter
-                ), del AS (
-                    DELETE FROM app_attest_challenges
-                    WHERE \(hasChallenge) AND challenge = \(challenge) AND EXISTS (SELECT 1 FROM upd)
-                    RETURNING 1
-                ), ins AS (
-                    INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
-                    SELECT \(nextBytes), \(nextPurpose), \(nextKey), \(nextUser), \(nextExpiry)
-                    WHERE \(hasNext) AND EXISTS (SELECT 1 FROM upd)
-                    RETURNING 1
-                )
-                SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
-                """)
-            for try await (highest, _) in rows.decode((Int64?, Int64).self) { return highest }
-            return nil
-        }()
+        // only if it is, and the challenge is deleted (and the next one stored) only if the counter moved.
+        let rows = try await run(
+            PostgresQuery(
+                unsafeSQL: """
+                    WITH ch AS (
+                        SELECT challenge FROM app_attest_challenges
+                        WHERE $4 AND challenge = $5 AND purpose = $6
+                            AND (key_id IS NULL OR key_id = $2) AND (user_id IS NULL OR user_id = $7)
+                            AND expires_at > $8
+                        FOR UPDATE
+                    ), upd AS (
+                        \(Self.counterUpdate)
+                            AND (NOT $4 OR EXISTS (SELECT 1 FROM ch))
+                        RETURNING counter
+                    ), del AS (
+                        DELETE FROM app_attest_challenges
+                        WHERE $4 AND challenge = $5 AND EXISTS (SELECT 1 FROM upd)
+                        RETURNING 1
+                    ), ins AS (
+                        INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
+                        SELECT $10, $11, $12, $13, $14
+                        WHERE $9 AND EXISTS (SELECT 1 FROM upd)
+                        RETURNING 1
+                    )
+                    SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
+                    """, binds: binds))
+        var accepted: Int64?
+        for try await (highest, _) in rows.decode((Int64?, Int64).self) { accepted = highest }
         if let accepted { return .accepted(highestCounter: UInt32(clamping: accepted)) }
         return try await explain(acceptance, run)
     }
+
+    /// The key's conditional counter update, `$1` the assertion's counter, `$2` the keyId, `$3` the window: the rule of
+    /// `AssertionAcceptance.advance`, with every shift guarded so that its count stays within 0...63. The callers add
+    /// conditions and `RETURNING counter`.
+    private static let counterUpdate = """
+        UPDATE app_attest_keys SET
+            seen = CASE
+                WHEN $1 > counter THEN CASE
+                    WHEN $1 - counter >= 64 THEN 0
+                    ELSE ((seen & ((1::bigint << (63 - ($1 - counter))::int) - 1)) << ($1 - counter)::int)
+                        | (1::bigint << ($1 - counter - 1)::int)
+                    END
+                ELSE seen | (1::bigint << (counter - $1 - 1)::int)
+                END,
+            counter = GREATEST(counter, $1)
+        WHERE key_id = $2 AND revoked_at IS NULL
+            AND ($1 > counter OR (counter - $1 BETWEEN 1 AND $3 - 1
+                AND (CASE WHEN counter - $1 BETWEEN 1 AND 63 THEN (seen >> (counter - $1 - 1)::int) & 1 ELSE 1 END) = 0))
+        """
 
     /// Why an acceptance was refused: one more read.
     private static func explain(

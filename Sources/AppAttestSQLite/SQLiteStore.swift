@@ -245,8 +245,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         let highest = try Int64.fetchOne(
             try db.cachedStatement(sql: Self.acceptStatement),
             arguments: [
-                counter, key, counter, window,
-                use.map { Data($0.challenge) }, use.map { Data($0.challenge) }, use?.purpose, key, use?.userID,
+                counter, key, window, use.map { Data($0.challenge) }, use?.purpose, use?.userID,
                 use?.now.timeIntervalSince1970,
             ])
         if let highest {
@@ -291,8 +290,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         return .counterRefused(highestCounter: UInt32(clamping: row["counter"] as Int64))
     }
 
-    /// The conditional update of ``acceptAssertion(_:)``: arguments counter, key, counter, window, then the
-    /// challenge (or NULLs): challenge, challenge, purpose, key, user, now.
+    /// The conditional update of ``acceptAssertion(_:)``: `?1` counter, `?2` keyId, `?3` window, then the challenge
+    /// (or NULLs): `?4` challenge, `?5` purpose, `?6` user, `?7` now.
     private static let acceptStatement = """
         UPDATE keys SET
             seen = CASE
@@ -304,10 +303,10 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 END,
             counter = CASE WHEN ?1 > counter THEN ?1 ELSE counter END
         WHERE key_id = ?2 AND revoked_at IS NULL
-            AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?4 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
-            AND (?5 IS NULL OR EXISTS (
-                SELECT 1 FROM challenges WHERE challenge = ?6 AND purpose = ?7
-                    AND (key_id IS NULL OR key_id = ?8) AND (user_id IS NULL OR user_id = ?9) AND expires_at > ?10))
+            AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?3 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
+            AND (?4 IS NULL OR EXISTS (
+                SELECT 1 FROM challenges WHERE challenge = ?4 AND purpose = ?5
+                    AND (key_id IS NULL OR key_id = ?2) AND (user_id IS NULL OR user_id = ?6) AND expires_at > ?7))
         RETURNING counter
         """
 
