@@ -366,12 +366,14 @@ public struct AppAttestService: Sendable {
             keyCache.advance(keyID, to: highest)
             throw AppAttestServiceError(.counterReplayed, "counter \(verified.counter) was already used for this key")
         case .challengeRefused(let stored):
-            throw Self.challengeRefusal(stored, purpose: Purpose.assertion, keyID: keyID, now: now())
+            throw Self.challengeRefusal(
+                stored, purpose: Purpose.assertion, keyID: keyID, userID: entry.record.userID, now: now())
         }
     }
 
-    /// Why a challenge was refused, from its stored record (nil: unknown or already used).
-    static func challengeRefusal(_ stored: ChallengeRecord?, purpose: String, keyID: KeyID, now: Date)
+    /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,
+    /// reservation for a key, reservation for a user, and expiry that it fails.
+    static func challengeRefusal(_ stored: ChallengeRecord?, purpose: String, keyID: KeyID, userID: String?, now: Date)
         -> AppAttestServiceError
     {
         guard let stored else { return AppAttestServiceError(.challengeUnknown, "unknown or already used challenge") }
@@ -381,8 +383,11 @@ public struct AppAttestService: Sendable {
         if stored.keyID != nil && stored.keyID != keyID {
             return AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
         }
+        if stored.userID != nil && stored.userID != userID {
+            return AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
+        }
         if stored.expiresAt <= now { return AppAttestServiceError(.challengeExpired, "the challenge expired") }
-        return AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
+        return AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
     }
 
     /// Revokes a key: its assertions are refused from now on.
@@ -431,16 +436,7 @@ public struct AppAttestService: Sendable {
             let stored = try await run { () async throws(StoreError) -> ChallengeRecord? in
                 try await store.challenge(challenge)
             }
-            guard let stored else {
-                throw AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
-            }
-            if stored.purpose != purpose {
-                throw AppAttestServiceError(.challengeMismatch, "a challenge for \(stored.purpose), not \(purpose)")
-            }
-            if stored.keyID != nil && stored.keyID != keyID {
-                throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another key")
-            }
-            throw AppAttestServiceError(.challengeMismatch, "the challenge is reserved for another user")
+            throw Self.challengeRefusal(stored, purpose: purpose, keyID: keyID, userID: userID, now: now())
         }
         guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
     }
