@@ -22,9 +22,12 @@ let service: TargetDependencyCondition? = .when(traits: ["Service"])
 
 let package = Package(
     name: "swift-app-attest",
-    platforms: [.macOS(.v15)],
+    // The client (`AppAttestClient`) runs where App Attest does; SwiftPM has one list per package, so macOS is the
+    // server modules' minimum.
+    platforms: [.macOS(.v15), .iOS(.v14), .tvOS(.v15), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestClient", targets: ["AppAttestClient"]),
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
         .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
         .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
@@ -110,17 +113,29 @@ let package = Package(
         .target(name: "AppAttestCrypto", dependencies: ["CAppAttestOpenSSL"], swiftSettings: strict),
         .target(name: "AppAttestCBOR", dependencies: ["CAppAttestCBOR"], swiftSettings: strict),
 
+        // MARK: The request binding's byte layout, shared by the server and the app side (pure Swift)
+        .target(name: "AppAttestWire", swiftSettings: strict),
+
         // MARK: The core: parsing and verification, no I/O
         .target(
             name: "AppAttest",
-            dependencies: ["AppAttestCrypto", "AppAttestCBOR", .product(name: "SwiftASN1", package: "swift-asn1")],
+            dependencies: [
+                "AppAttestCrypto", "AppAttestCBOR", "AppAttestWire", .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             swiftSettings: strict
         ),
         .target(name: "AppAttestVectors", dependencies: ["AppAttest"], swiftSettings: strict),
+
+        // MARK: The app side: iOS, macOS, tvOS, watchOS, visionOS, and Linux for tests (no OpenSSL, no libcbor)
+        .target(
+            name: "AppAttestClient",
+            dependencies: ["AppAttestWire", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
         .target(
             name: "AppAttestTesting",
             dependencies: [
-                "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestStore",
+                "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestStore", "AppAttestClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -155,7 +170,7 @@ let package = Package(
         .target(
             name: "AppAttestHTTP",
             dependencies: [
-                "AppAttest", "AppAttestStore",
+                "AppAttest", "AppAttestStore", "AppAttestWire",
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
             ],
             swiftSettings: strict
@@ -306,6 +321,18 @@ let package = Package(
             dependencies: [
                 "AppAttestVapor", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
                 .product(name: "VaporTesting", package: "vapor", condition: vapor),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestClientTests",
+            dependencies: [
+                "AppAttestClient", "AppAttestTesting", "AppAttest", "AppAttestStore", "AppAttestSQLite",
+                "AppAttestHTTP",
+                "AppAttestHummingbird", "AppAttestVapor", "AppAttestServer",
+                .product(name: "Hummingbird", package: "hummingbird", condition: service),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
+                .product(name: "Vapor", package: "vapor", condition: vapor),
             ],
             swiftSettings: strict
         ),

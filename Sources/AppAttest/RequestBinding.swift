@@ -1,4 +1,5 @@
 internal import AppAttestCrypto
+internal import AppAttestWire
 import Foundation
 
 /// The canonical client data of an HTTP request protected by App Attest: what the app hashes and passes to
@@ -10,22 +11,11 @@ import Foundation
 ///              ‖ challenge (the raw bytes the server issued)
 /// ```
 ///
-/// On iOS, with `pathAndQuery` exactly as the server will see it (`URLComponents.percentEncodedPath`, `?` and
-/// `percentEncodedQuery`: `URL.path` is percent-decoded and drops a trailing slash; the complete app-side code is in
-/// the AppAttestHummingbird documentation, "Protecting routes"):
-/// ```swift
-/// var clientData = Data("app-attest-request-v1".utf8) + [0]
-/// clientData += Data(request.httpMethod!.uppercased().utf8) + [0] + Data(pathAndQuery.utf8) + [0]
-/// clientData += Data(SHA256.hash(data: body)) + challenge
-/// let assertion = try await DCAppAttestService.shared.generateAssertion(
-///     keyId, clientDataHash: Data(SHA256.hash(data: clientData)))
-/// request.setValue(keyId, forHTTPHeaderField: "App-Attest-Key-Id")
-/// request.setValue(assertion.base64EncodedString(), forHTTPHeaderField: "App-Attest-Assertion")
-/// request.setValue(challenge.base64URLEncoded, forHTTPHeaderField: "App-Attest-Challenge")
-/// ```
+/// The app side builds the same bytes with `AppAttestClient` (product `AppAttestClient`), from the request exactly as
+/// it travels: the percent-encoded path, trailing slash kept, `?` and the percent-encoded query.
 public enum AppAttestRequestBinding {
     /// The first field of the client data: names the binding and its version.
-    public static let domain = "app-attest-request-v1"
+    public static let domain = RequestBindingLayout.domain
 
     /// The client data for a request.
     public static func clientData(
@@ -39,16 +29,12 @@ public enum AppAttestRequestBinding {
     public static func clientData(method: String, pathAndQuery: String, bodySHA256: [UInt8], challenge: [UInt8])
         -> [UInt8]
     {
-        var data = Array(domain.utf8) + [0]
-        data += Array(method.uppercased().utf8) + [0]
-        data += Array(pathAndQuery.utf8) + [0]
-        data += bodySHA256
-        data += challenge
-        return data
+        RequestBindingLayout.clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256, challenge: challenge)
     }
 
     /// The first field of a timestamped binding (no challenge; freshness from a signed timestamp and the counter).
-    public static let timestampedDomain = "app-attest-request-v1-time"
+    public static let timestampedDomain = RequestBindingLayout.timestampedDomain
 
     /// The client data of a request bound by time rather than a challenge:
     /// `"app-attest-request-v1-time" ‖ 0x00 ‖ METHOD ‖ 0x00 ‖ path-and-query ‖ 0x00 ‖ SHA-256(body) ‖ milliseconds`,
@@ -57,64 +43,36 @@ public enum AppAttestRequestBinding {
     public static func clientData(
         method: String, pathAndQuery: String, bodySHA256: [UInt8], timestampMilliseconds: Int64
     ) -> [UInt8] {
-        var data = Array(timestampedDomain.utf8) + [0]
-        data += Array(method.uppercased().utf8) + [0]
-        data += Array(pathAndQuery.utf8) + [0]
-        data += bodySHA256
-        data += (0..<8).reversed().map {
-            UInt8(truncatingIfNeeded: UInt64(bitPattern: timestampMilliseconds) >> ($0 * 8))
-        }
-        return data
+        RequestBindingLayout.clientData(
+            method: method, pathAndQuery: pathAndQuery, bodySHA256: bodySHA256,
+            timestampMilliseconds: timestampMilliseconds)
     }
 
     /// The longest method accepted in a binding, in bytes.
-    public static let maximumMethodLength = 20
+    public static let maximumMethodLength = RequestBindingLayout.maximumMethodLength
     /// The longest path and query accepted in a binding, in bytes.
-    public static let maximumPathAndQueryLength = 8192
+    public static let maximumPathAndQueryLength = RequestBindingLayout.maximumPathAndQueryLength
 
     /// True when `method` is an HTTP method token (RFC 9110 `tchar`s) of at most ``maximumMethodLength`` bytes.
-    public static func isValidMethod(_ method: String) -> Bool {
-        let bytes = method.utf8
-        guard !bytes.isEmpty, bytes.count <= maximumMethodLength else { return false }
-        return bytes.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
+    public static func isValidMethod(_ method: String) -> Bool { RequestBindingLayout.isValidMethod(method) }
 
     /// True when `pathAndQuery` is an origin-form request target as it travels: it starts with `/`, holds only
     /// visible ASCII (no space, NUL or other control byte: anything else is percent-encoded) and has at most
     /// ``maximumPathAndQueryLength`` bytes.
     public static func isValidPathAndQuery(_ pathAndQuery: String) -> Bool {
-        let bytes = pathAndQuery.utf8
-        guard bytes.first == 0x2F, bytes.count <= maximumPathAndQueryLength else { return false }
-        return bytes.allSatisfy { (0x21...0x7E).contains($0) }
+        RequestBindingLayout.isValidPathAndQuery(pathAndQuery)
     }
 
     /// Base64URL without padding.
-    package static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/", with: "_"
-        )
-        .replacingOccurrences(of: "=", with: "")
-    }
+    package static func base64URL(_ bytes: [UInt8]) -> String { RequestBindingLayout.base64URL(bytes) }
 
     /// Decodes Base64URL (padding optional); nil for anything else or more than `limit` bytes.
     package static func decodeBase64URL(_ text: String, limit: Int = 4096) -> [UInt8]? {
-        guard text.utf8.count <= limit * 2,
-            text.utf8.allSatisfy({
-                $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0)
-                    || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x3D
-            })
-        else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.count % 4 != 0 { standard.append("=") }
-        return Data(base64Encoded: standard).map(Array.init)
+        RequestBindingLayout.decodeBase64URL(text, limit: limit)
     }
 
     /// Decodes standard Base64; nil for anything else or more than `limit` bytes.
     package static func decodeBase64(_ text: String, limit: Int = 64 * 1024) -> [UInt8]? {
-        guard text.utf8.count <= limit * 2 else { return nil }
-        return Data(base64Encoded: text).map(Array.init)
+        RequestBindingLayout.decodeBase64(text, limit: limit)
     }
 }

@@ -249,6 +249,13 @@ public final class SimulatedDevice: Sendable {
 
     /// An assertion over `clientData`, with the next counter unless the options say otherwise.
     public func assert(clientData: some Collection<UInt8>, _ options: AssertionOptions = .init()) throws -> [UInt8] {
+        try assert(clientDataHash: AppAttestSHA256.hash(clientData), options)
+    }
+
+    /// An assertion over the exact clientDataHash, as `generateAssertion(_:clientDataHash:)` produces it.
+    public func assert(clientDataHash: some Collection<UInt8>, _ options: AssertionOptions = .init()) throws
+        -> [UInt8]
+    {
         let counter: UInt32
         if let fixed = options.counter {
             counter = fixed
@@ -262,7 +269,7 @@ public final class SimulatedDevice: Sendable {
         authData.append(0x40)  // Apple sets AT in assertions too (“Verifying attestations”)
         authData += Self.bigEndian(counter)
         if let extensions = options.extensions { authData += CBOREncoder.encode(.map(extensions.entries)) }
-        let nonce = AppAttestSHA256.hash(authData + AppAttestSHA256.hash(clientData))
+        let nonce = AppAttestSHA256.hash(authData + Array(clientDataHash))
         let key = options.signingKey ?? privateKey
         var signature: [UInt8]
         if options.signNonceAsDigest {

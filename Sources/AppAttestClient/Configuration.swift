@@ -1,0 +1,153 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// How the app's protected requests prove they are fresh: the same three modes as the server's
+/// `AppAttestFreshness`, and the route group must use the same one (“Protecting your app's requests”).
+public struct AppAttestClientFreshness: Sendable, Hashable, CustomStringConvertible {
+    enum Mode: Sendable, Hashable {
+        case challenge, nextChallenge, timestamp
+    }
+
+    let mode: Mode
+
+    /// A one-time challenge fetched for each request (the server's default): one extra round trip per request.
+    public static let challengePerRequest = AppAttestClientFreshness(mode: .challenge)
+    /// The challenge of each request comes from the `App-Attest-Next-Challenge` header of an earlier answer; the
+    /// client fetches one only when it has none left.
+    public static let nextChallengeInResponse = AppAttestClientFreshness(mode: .nextChallenge)
+    /// No challenge: the client data binds the current time, which the server accepts within its window.
+    public static let timestamp = AppAttestClientFreshness(mode: .timestamp)
+
+    /// The mode's name.
+    public var description: String {
+        switch mode {
+        case .challenge: "challengePerRequest"
+        case .nextChallenge: "nextChallengeInResponse"
+        case .timestamp: "timestamp"
+        }
+    }
+}
+
+/// How many protected requests the client lets travel at once.
+///
+/// Each assertion carries the next value of the key's counter. A server that requires strictly increasing
+/// counters refuses one that arrives after a higher one, so with it the client must finish each request before it
+/// signs the next (``serialized``). A server with a reorder window of `n` counters (`counterReorderWindow`) accepts
+/// them in any order within the window: the client then lets up to `n` travel together (``reorderWindow(_:)``).
+public struct AppAttestClientConcurrency: Sendable, Hashable {
+    /// The most protected requests between their assertion and their answer at once.
+    public let maximumInFlight: Int
+
+    /// One at a time, from the assertion to the answer: never refused by a strictly increasing counter.
+    public static let serialized = AppAttestClientConcurrency(maximumInFlight: 1)
+
+    /// Up to `size` at once (1 to 64), for a server whose reorder window is at least `size`: no counter can fall
+    /// out of the window while its request travels.
+    public static func reorderWindow(_ size: Int) -> AppAttestClientConcurrency {
+        AppAttestClientConcurrency(maximumInFlight: min(max(size, 1), 64))
+    }
+}
+
+/// Where the client registers its key and how it behaves.
+public struct AppAttestClientConfiguration: Sendable {
+    /// `POST {"purpose": "attestation"|"assertion", "keyId"?}` → `{"challenge"}` (the adapters' `challenge` route).
+    public var challengeURL: URL
+    /// `POST {"keyId", "attestationObject", "challenge"}` → 200 (the adapters' `attestation` route).
+    public var attestationURL: URL
+    /// How protected requests prove they are fresh; the server's route group must use the same mode.
+    public var freshness: AppAttestClientFreshness
+    /// How many protected requests travel at once.
+    public var concurrency: AppAttestClientConcurrency
+    /// How often an attestation is tried when Apple's or your server is unavailable (at least 1).
+    public var maximumRegistrationAttempts: Int
+    /// The first delay between attempts, in seconds; doubled each time, up to ``maximumRetryDelay``.
+    public var initialRetryDelay: TimeInterval
+    /// The longest delay between attempts, in seconds.
+    public var maximumRetryDelay: TimeInterval
+    /// Applied to the client's own requests (challenges, attestation) before they are sent: add your app's
+    /// authentication here, so that the server can bind the key to the user.
+    public var prepareRegistrationRequest: @Sendable (URLRequest) async throws -> URLRequest
+    /// The clock timestamps are read from.
+    public var now: @Sendable () -> Date
+
+    /// Explicit endpoints.
+    public init(
+        challengeURL: URL, attestationURL: URL, freshness: AppAttestClientFreshness = .challengePerRequest,
+        concurrency: AppAttestClientConcurrency = .serialized
+    ) {
+        self.challengeURL = challengeURL
+        self.attestationURL = attestationURL
+        self.freshness = freshness
+        self.concurrency = concurrency
+        self.maximumRegistrationAttempts = 5
+        self.initialRetryDelay = 1
+        self.maximumRetryDelay = 60
+        self.prepareRegistrationRequest = { $0 }
+        self.now = { Date() }
+    }
+
+    /// The routes of the Hummingbird and Vapor adapters under `baseURL`: `path/challenge` and `path/attestation`.
+    public init(
+        baseURL: URL, path: String = "appattest", freshness: AppAttestClientFreshness = .challengePerRequest,
+        concurrency: AppAttestClientConcurrency = .serialized
+    ) {
+        let base = baseURL.appendingPathComponent(path)
+        self.init(
+            challengeURL: base.appendingPathComponent("challenge"),
+            attestationURL: base.appendingPathComponent("attestation"), freshness: freshness,
+            concurrency: concurrency)
+    }
+}
+
+/// Why the client could not register its key or send a request.
+public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        /// The name of the code.
+        public let name: String
+        /// App Attest is not available on this device: choose your fallback (for example a DeviceCheck token).
+        public static let featureUnsupported = Code(name: "featureUnsupported")
+        /// The key provider failed (``AppAttestClientError/providerCode`` says how).
+        public static let keyProvider = Code(name: "keyProvider")
+        /// The server refused the key's registration (``AppAttestClientError/status`` and
+        /// ``AppAttestClientError/problemCode`` say why).
+        public static let registrationRefused = Code(name: "registrationRefused")
+        /// The server could not be reached, or answered with something that is not what its API promises.
+        public static let transport = Code(name: "transport")
+        /// The request cannot be signed: no URL, a method that is not an HTTP token, a target longer than 8 KiB,
+        /// or a streamed body (set `httpBody`).
+        public static let unsupportedRequest = Code(name: "unsupportedRequest")
+        /// The key storage failed.
+        public static let storage = Code(name: "storage")
+        /// The name of the code.
+        public var description: String { name }
+    }
+
+    /// The kind of failure.
+    public let code: Code
+    /// What happened, for logs.
+    public let message: String
+    /// The HTTP status of the refusal, if the server answered.
+    public let status: Int?
+    /// The `code` of the server's problem document, if it sent one.
+    public let problemCode: String?
+    /// The key provider's code, for ``Code/keyProvider`` and ``Code/featureUnsupported``.
+    public let providerCode: AppAttestKeyProviderError.Code?
+
+    init(
+        _ code: Code, _ message: String, status: Int? = nil, problemCode: String? = nil,
+        providerCode: AppAttestKeyProviderError.Code? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.status = status
+        self.problemCode = problemCode
+        self.providerCode = providerCode
+    }
+
+    /// The code, and what happened.
+    public var description: String { "\(code.name): \(message)" }
+}

@@ -1,0 +1,88 @@
+#if Service && Vapor
+import AppAttest
+import AppAttestClient
+import AppAttestHTTP
+import AppAttestHummingbird
+import AppAttestSQLite
+import AppAttestStore
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A Hummingbird app on SQLite: `AppAttestRoutes` under `/appattest`, `AppAttestMiddleware` on `/api/**`.
+final class HummingbirdBackend: Backend {
+    let port: Int
+    let database: String
+    let freshness: AppAttestClientFreshness
+    let window: Int
+    private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>, store: any AppAttestStore)?>(nil)
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private init(port: Int, database: String, freshness: AppAttestClientFreshness, window: Int) {
+        self.port = port
+        self.database = database
+        self.freshness = freshness
+        self.window = window
+    }
+
+    static func start(freshness: AppAttestClientFreshness, window: Int) async throws -> HummingbirdBackend {
+        let backend = HummingbirdBackend(
+            port: try E2E.freePort(), database: try E2E.directory().appendingPathComponent("app.sqlite").path,
+            freshness: freshness, window: window)
+        try await backend.run()
+        return backend
+    }
+
+    static func serverFreshness(_ freshness: AppAttestClientFreshness) -> AppAttestFreshness {
+        switch freshness {
+        case .nextChallengeInResponse: .nextChallengeInResponse
+        case .timestamp: .timestamp(window: .seconds(60))
+        default: .challengePerRequest
+        }
+    }
+
+    private func run() async throws {
+        let store = try SQLiteAppAttestStore(path: database)
+        let service = try EndToEndTests.service(store, window: window)
+        let router = Router(context: AppAttestRequestContext.self)
+        router.addRoutes(AppAttestRoutes(service: service, rateLimiter: nil).collection, atPath: "appattest")
+        let api = router.group("api").add(
+            middleware: AppAttestMiddleware(service: service, freshness: Self.serverFreshness(freshness)))
+        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
+            api.on("**", method: method) { request, context in
+                echo(
+                    method: request.method.rawValue, target: request.head.path ?? "",
+                    counter: try context.requireIdentity().counter)
+            }
+        }
+        var logger = Logger(label: "e2e.hummingbird")
+        logger.logLevel = .warning
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let task = Task { try await group.run() }
+        running.withLock { $0 = (group, task, store) }
+        try await E2E.waitUntilUp(baseURL.appendingPathComponent("appattest/none"))
+    }
+
+    func restart() async throws {
+        try await stop()
+        try await run()
+    }
+
+    func stop() async throws {
+        guard
+            let (group, task, store) = running.withLock({ value in
+                defer { value = nil }; return value
+            })
+        else { return }
+        await group.triggerGracefulShutdown()
+        try await task.value
+        await store.close()
+    }
+}
+
+#endif

@@ -1,0 +1,227 @@
+#if Service && Vapor
+import AppAttest
+import AppAttestClient
+import AppAttestTesting
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What the end-to-end suites share: the test authority, the app, and a transport that can hold a signed request
+/// back instead of sending it.
+enum E2E {
+    static let authority = try! TestCertificateAuthority(name: "Client end to end")
+    static let appID = try! AppID("CLIENT1234.com.example.app")
+
+    /// A session without caches or cookies, so that every request reaches the server.
+    static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpMaximumConnectionsPerHost = 16
+        return URLSession(configuration: configuration)
+    }()
+
+    static func directory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("appattest-client-\(UUID())")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A free TCP port on 127.0.0.1 (bound, read, released).
+    static func freePort() throws -> Int {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw URLError(.cannotConnectToHost) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Waits until `url` answers (any status).
+    static func waitUntilUp(_ url: URL) async throws {
+        for _ in 0..<200 {
+            if (try? await session.data(from: url)) != nil { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw URLError(.cannotConnectToHost)
+    }
+}
+
+/// Sends through URLSession, or, once ``holdNext()`` was called, keeps the next signed request and answers 599
+/// without sending it: the test then sends it, altered or not, itself.
+final class HoldingTransport: AppAttestClientTransport {
+    let inner = URLSessionClientTransport(session: E2E.session)
+    private let state = Mutex<(hold: Bool, held: URLRequest?)>((false, nil))
+
+    func holdNext() { state.withLock { $0.hold = true } }
+    var held: URLRequest? { state.withLock { $0.held } }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let hold = state.withLock { state -> Bool in
+            guard state.hold, request.value(forHTTPHeaderField: "App-Attest-Assertion") != nil else { return false }
+            state.hold = false
+            state.held = request
+            return true
+        }
+        if hold {
+            return (Data(), HTTPURLResponse(url: request.url!, statusCode: 599, httpVersion: nil, headerFields: nil)!)
+        }
+        return try await inner.send(request)
+    }
+}
+
+/// A server the app talks to, which can be stopped and started again on the same port and database.
+protocol Backend: Sendable {
+    /// Where the app's requests go.
+    var baseURL: URL { get }
+    /// Stops the server and starts it again on the same port and database.
+    func restart() async throws
+    /// Stops it.
+    func stop() async throws
+}
+
+/// The cases of “Protecting your app's requests” that every server must pass with the real client.
+struct EndToEnd {
+    let backend: any Backend
+    let freshness: AppAttestClientFreshness
+    let concurrency: AppAttestClientConcurrency
+    /// The protected routes' prefix on the backend (each answers `METHOD target counter`).
+    let prefix: String
+
+    func client(_ provider: SimulatedKeyProvider, storage: any AppAttestKeyStorage, transport: HoldingTransport)
+        -> AppAttestClient
+    {
+        var configuration = AppAttestClientConfiguration(
+            baseURL: backend.baseURL, freshness: freshness, concurrency: concurrency)
+        configuration.initialRetryDelay = 0.01
+        configuration.maximumRetryDelay = 0.05
+        return AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+    }
+
+    func request(_ method: String, _ target: String, body: String? = nil) throws -> URLRequest {
+        var request = URLRequest(url: try #require(URL(string: backend.baseURL.absoluteString + prefix + target)))
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        return request
+    }
+
+    func run() async throws {
+        let provider = SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID)
+        let storage = FileKeyStorage(url: try E2E.directory().appendingPathComponent("key.json"))
+        let transport = HoldingTransport()
+        let client = client(provider, storage: storage, transport: transport)
+
+        // Register.
+        let keyID = try await client.register()
+        #expect(try storage.load() == AppAttestStoredKey(keyID: keyID, registered: true))
+        #expect(await provider.callCount("attestKey") == 1)
+
+        // 100 protected requests, 8 in flight at once: every one accepted.
+        let statuses = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for lane in 0..<8 {
+                let requests = try (0..<100).filter { $0 % 8 == lane }.map { index in
+                    try request("POST", "/orders/\(index)", body: "{\"order\":\(index)}")
+                }
+                group.addTask {
+                    var statuses: [Int] = []
+                    for request in requests { statuses.append(try await client.data(for: request).1.statusCode) }
+                    return statuses
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(statuses.count == 100)
+        #expect(
+            statuses.allSatisfy { $0 == 200 }, "statuses: \(Dictionary(grouping: statuses) { $0 }.mapValues(\.count))")
+        #expect(try await provider.device(keyID)?.counter == 100)
+
+        // Targets as they travel: a space, an encoded slash, a trailing slash, a query.
+        for (method, target) in [
+            ("POST", "/with%20space/x"), ("POST", "/a%2Fb"), ("GET", "/trailing/"), ("GET", "/search?q=a%20b&page=2"),
+            ("DELETE", "/orders/7?force=true"),
+        ] {
+            let (data, response) = try await client.data(for: try request(method, target))
+            #expect(response.statusCode == 200, "\(method) \(target): \(String(decoding: data, as: UTF8.self))")
+            #expect(String(decoding: data, as: UTF8.self).hasPrefix("\(method) \(prefix)\(target) "))
+        }
+
+        // A signed request held back: altered in method, path, query or body it is refused; as signed it passes
+        // once; replayed it is refused.
+        transport.holdNext()
+        let (_, heldResponse) = try await client.data(for: try request("POST", "/orders/held?tip=1", body: "{\"a\":1}"))
+        #expect(heldResponse.statusCode == 599)
+        let held = try #require(transport.held)
+        func altered(_ change: (inout URLRequest) -> Void) -> URLRequest {
+            var copy = held
+            change(&copy)
+            return copy
+        }
+        let alterations = [
+            ("method", altered { $0.httpMethod = "PUT" }),
+            (
+                "path",
+                altered {
+                    $0.url = URL(string: held.url!.absoluteString.replacingOccurrences(of: "held", with: "other"))
+                }
+            ),
+            (
+                "query",
+                altered {
+                    $0.url = URL(string: held.url!.absoluteString.replacingOccurrences(of: "tip=1", with: "tip=2"))
+                }
+            ),
+            ("body", altered { $0.httpBody = Data("{\"a\":2}".utf8) }),
+        ]
+        for (what, request) in alterations {
+            let (data, response) = try await transport.inner.send(request)
+            #expect(
+                [401, 409].contains(response.statusCode),
+                "altered \(what): \(response.statusCode) \(String(decoding: data, as: UTF8.self))")
+        }
+        let (_, original) = try await transport.inner.send(held)
+        #expect(original.statusCode == 200, "the held request as signed")
+        let (replayData, replay) = try await transport.inner.send(held)
+        #expect([401, 409].contains(replay.statusCode), "replay: \(String(decoding: replayData, as: UTF8.self))")
+
+        // The key is lost (reinstall, restore): the next request attests a new one and passes.
+        await provider.loseKeys()
+        let (_, afterLoss) = try await client.data(for: try request("POST", "/orders/after-loss"))
+        #expect(afterLoss.statusCode == 200)
+        let newKeyID = try #require(await client.registeredKeyID)
+        #expect(newKeyID != keyID)
+        #expect(await provider.callCount("attestKey") == 2)
+        #expect(try storage.load() == AppAttestStoredKey(keyID: newKeyID, registered: true))
+
+        // The server restarts: the app goes on with its key, without a new attestation.
+        try await backend.restart()
+        for index in 0..<3 {
+            let (data, response) = try await client.data(for: try request("POST", "/orders/after-restart-\(index)"))
+            #expect(response.statusCode == 200, "after restart: \(String(decoding: data, as: UTF8.self))")
+        }
+        #expect(await provider.callCount("attestKey") == 2)
+
+        // The app relaunches: a new client on the same storage keeps the key.
+        let relaunched = self.client(provider, storage: storage, transport: transport)
+        let (_, afterRelaunch) = try await relaunched.data(for: try request("GET", "/orders/after-relaunch"))
+        #expect(afterRelaunch.statusCode == 200)
+        #expect(await relaunched.registeredKeyID == newKeyID)
+        #expect(await provider.callCount("attestKey") == 2)
+    }
+}
+#endif

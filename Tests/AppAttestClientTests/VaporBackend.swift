@@ -1,0 +1,76 @@
+#if Service && Vapor
+import AppAttest
+import AppAttestClient
+import AppAttestSQLite
+import AppAttestStore
+import AppAttestVapor
+import Foundation
+import Synchronization
+import Vapor
+
+/// A Vapor app on SQLite: `app.appAttest.routes()` and `app.appAttest.middleware()` on `/api/**`.
+final class VaporBackend: Backend {
+    let port: Int
+    let database: String
+    let freshness: AppAttestClientFreshness
+    let window: Int
+    private let running = Mutex<Application?>(nil)
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private init(port: Int, database: String, freshness: AppAttestClientFreshness, window: Int) {
+        self.port = port
+        self.database = database
+        self.freshness = freshness
+        self.window = window
+    }
+
+    static func start(freshness: AppAttestClientFreshness, window: Int) async throws -> VaporBackend {
+        let backend = VaporBackend(
+            port: try E2E.freePort(), database: try E2E.directory().appendingPathComponent("app.sqlite").path,
+            freshness: freshness, window: window)
+        try await backend.run()
+        return backend
+    }
+
+    private func run() async throws {
+        let app = try await Application.make(.testing)
+        app.logger.logLevel = .warning
+        app.appAttest.use(try EndToEndTests.service(try SQLiteAppAttestStore(path: database), window: window))
+        try app.register(
+            collection: AppAttestRouteCollection(service: app.appAttest.service, rateLimiter: nil))
+        let api = app.grouped("api").grouped(
+            app.appAttest.middleware(freshness: HummingbirdBackend.serverFreshness(freshness)))
+        for method in [HTTPMethod.GET, .POST, .PUT, .DELETE] {
+            api.on(method, "**") { request async throws -> String in
+                echo(
+                    method: request.method.rawValue, target: request.url.string,
+                    counter: try request.appAttest.requireDevice().counter)
+            }
+        }
+        do {
+            try await app.asyncBoot()
+            try await app.server.start(address: .hostname("127.0.0.1", port: port))
+        } catch {
+            try? await app.asyncShutdown()
+            throw error
+        }
+        running.withLock { $0 = app }
+    }
+
+    func restart() async throws {
+        try await stop()
+        try await run()
+    }
+
+    func stop() async throws {
+        guard
+            let app = running.withLock({ value in
+                defer { value = nil }; return value
+            })
+        else { return }
+        await app.server.shutdown()
+        try await app.asyncShutdown()
+    }
+}
+#endif
