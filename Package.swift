@@ -19,6 +19,7 @@ let hummingbird: TargetDependencyCondition? = .when(traits: ["Hummingbird"])
 let vapor: TargetDependencyCondition? = .when(traits: ["Vapor"])
 let appleAPI: TargetDependencyCondition? = .when(traits: ["AppleServerAPI"])
 let service: TargetDependencyCondition? = .when(traits: ["Service"])
+let serviceClient: TargetDependencyCondition? = .when(traits: ["ServiceClient"])
 
 let package = Package(
     name: "swift-app-attest",
@@ -36,6 +37,7 @@ let package = Package(
         .library(name: "AppAttestHTTP", targets: ["AppAttestHTTP"]),
         .library(name: "AppAttestHummingbird", targets: ["AppAttestHummingbird"]),
         .library(name: "AppAttestVapor", targets: ["AppAttestVapor"]),
+        .library(name: "AppAttestServiceClient", targets: ["AppAttestServiceClient"]),
         .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
@@ -68,6 +70,12 @@ let package = Package(
                 + "(swift-prometheus, swift-metrics, swift-service-lifecycle, and the traits it enables).",
             enabledTraits: ["SQLite", "PostgreSQL", "Hummingbird", "AppleServerAPI"]
         ),
+        .trait(
+            name: "ServiceClient",
+            description:
+                "AppAttestServiceClient: a typed client of `appattest serve`, generated from its OpenAPI document "
+                + "(swift-openapi-runtime, swift-openapi-async-http-client)."
+        ),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -92,6 +100,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
         // Tests only: never resolved by a package that depends on this one.
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -243,6 +253,18 @@ let package = Package(
             resources: [.copy("openapi.yaml")],
             swiftSettings: strict
         ),
+        // The typed client of `appattest serve`: generated from its openapi.yaml by Scripts/openapi.sh, committed.
+        .target(
+            name: "AppAttestServiceClient",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: serviceClient),
+                .product(
+                    name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: serviceClient
+                ),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: serviceClient),
+            ],
+            exclude: ["openapi-generator-config.yaml"]
+        ),
         // A process that drives a store, for the multi-process and SIGKILL tests and the store benchmark.
         .executableTarget(
             name: "appattest-store-worker",
@@ -329,7 +351,11 @@ let package = Package(
             dependencies: [
                 "AppAttestClient", "AppAttestTesting", "AppAttest", "AppAttestStore", "AppAttestSQLite",
                 "AppAttestHTTP",
-                "AppAttestHummingbird", "AppAttestVapor", "AppAttestServer",
+                "AppAttestHummingbird", "AppAttestVapor", "AppAttestServer", "AppAttestServiceClient",
+                .product(
+                    name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: serviceClient
+                ),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: serviceClient),
                 .product(name: "Hummingbird", package: "hummingbird", condition: service),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
                 .product(name: "Vapor", package: "vapor", condition: vapor),
@@ -341,7 +367,11 @@ let package = Package(
             dependencies: [
                 "AppAttestServer", "AppAttestHTTP", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting",
                 "AppAttest",
-                "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird",
+                "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird", "AppAttestServiceClient",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: serviceClient),
+                .product(
+                    name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: serviceClient
+                ),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),

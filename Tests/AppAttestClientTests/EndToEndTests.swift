@@ -36,6 +36,24 @@ struct EndToEndTests {
         try await backend.stop()
     }
 
+    #if ServiceClient
+    @Test(
+        "appattest serve behind the app's backend (typed client), a reorder window of 64, eight in flight",
+        arguments: [AppAttestClientFreshness.challengePerRequest, .nextChallengeInResponse, .timestamp])
+    func serve(_ freshness: AppAttestClientFreshness) async throws {
+        let backend = try await ServeBackend.start(freshness: freshness)
+        do {
+            try await EndToEnd(
+                backend: backend, freshness: freshness, concurrency: .reorderWindow(8), prefix: "/api"
+            ).run()
+        } catch {
+            try await backend.stop()
+            throw error
+        }
+        try await backend.stop()
+    }
+    #endif
+
     @Test(
         "Vapor, a reorder window of 64, eight requests in flight",
         arguments: [AppAttestClientFreshness.nextChallengeInResponse, .timestamp])
