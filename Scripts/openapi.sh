@@ -8,19 +8,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 version=1.14.3
 tools="${OPENAPI_GENERATOR_DIR:-.build/openapi-generator-$version}"
+out="$(mktemp -d)"
 if [ ! -x "$tools/.build/release/swift-openapi-generator" ]; then
     rm -rf "$tools"
     git clone -q --depth 1 --branch "$version" https://github.com/apple/swift-openapi-generator.git "$tools" 2>/dev/null
-    (cd "$tools" && swift build -c release --product swift-openapi-generator >/dev/null)
+    (cd "$tools" && swift build -c release --product swift-openapi-generator >"$out/build.log" 2>&1) || {
+        cat "$out/build.log"
+        exit 1
+    }
 fi
-out="$(mktemp -d)"
 "$tools/.build/release/swift-openapi-generator" generate --config Sources/AppAttestServiceClient/openapi-generator-config.yaml \
-    --output-directory "$out/raw" Sources/AppAttestServer/openapi.yaml >/dev/null
+    --output-directory "$out/raw" Sources/AppAttestServer/openapi.yaml >"$out/generate.log" 2>&1 || {
+    cat "$out/generate.log"
+    exit 1
+}
 mkdir -p "$out/Generated"
-# Generated code is not reformatted; it compiles only with the ServiceClient trait, which brings its runtime.
+# Generated code is not reformatted; it compiles only with the ServiceClient trait, which brings its runtime. Its
+# `public import` lines become plain imports, which are public in this target (it does not enable
+# InternalImportsByDefault): the same meaning, without a warning for each file that does not use them publicly.
 for file in "$out"/raw/*.swift; do
-    { echo "// swift-format-ignore-file"; echo "#if ServiceClient"; cat "$file"; echo "#endif  // ServiceClient"; } \
-        >"$out/Generated/$(basename "$file")"
+    {
+        echo "// swift-format-ignore-file"
+        echo "#if ServiceClient"
+        sed -E 's/^(@_spi\(Generated\) )?public import /\1import /' "$file"
+        echo "#endif  // ServiceClient"
+    } >"$out/Generated/$(basename "$file")"
 done
 if [ "${1:-}" = "--check" ]; then
     if ! diff -ru Sources/AppAttestServiceClient/Generated "$out/Generated"; then

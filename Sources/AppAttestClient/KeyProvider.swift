@@ -4,7 +4,7 @@ public import Foundation
 import DeviceCheck
 #endif
 
-/// What makes and uses an App Attest key: `DCAppAttestService` on a device (``DeviceCheckKeyProvider``), a simulated
+/// What makes and uses an App Attest key: `DCAppAttestService` on a device (`DeviceCheckKeyProvider`, Apple platforms), a simulated
 /// device in tests (`SimulatedKeyProvider` in AppAttestTesting), or your own.
 ///
 /// Errors are ``AppAttestKeyProviderError``s; any other error a provider throws is treated as

@@ -21,7 +21,7 @@ public struct AppAttestStoredKey: Codable, Sendable, Hashable {
 
 /// Where the client keeps ``AppAttestStoredKey`` between launches. A key that is lost costs a new attestation (a
 /// call to Apple and a new key on the server), so keep it somewhere that survives relaunches:
-/// ``KeychainKeyStorage`` on Apple platforms, ``FileKeyStorage`` or your own elsewhere.
+/// `KeychainKeyStorage` on Apple platforms, ``FileKeyStorage`` or your own elsewhere.
 public protocol AppAttestKeyStorage: Sendable {
     /// The stored key, if any.
     func load() async throws -> AppAttestStoredKey?

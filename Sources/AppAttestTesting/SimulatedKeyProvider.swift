@@ -69,25 +69,26 @@ public actor SimulatedKeyProvider: AppAttestKeyProvider {
     /// An attestation object for the key, committing to `clientDataHash`.
     public func attestKey(_ keyID: String, clientDataHash: Data) throws -> Data {
         calls["attestKey", default: 0] += 1
-        try check()
-        if let code = failures.first {
-            failures.removeFirst()
-            throw AppAttestKeyProviderError(code, "simulated")
-        }
-        guard let device = devices[keyID] else { throw AppAttestKeyProviderError(.invalidKey, "unknown key") }
+        let device = try usableDevice(keyID)
         return Data(try device.attest(clientDataHash: Array(clientDataHash)))
     }
 
     /// An assertion with the key's next counter.
     public func generateAssertion(_ keyID: String, clientDataHash: Data) throws -> Data {
         calls["generateAssertion", default: 0] += 1
+        let device = try usableDevice(keyID)
+        return Data(try device.assert(clientDataHash: Array(clientDataHash)))
+    }
+
+    /// The key's device, after the injected failures and the checks `DCAppAttestService` makes.
+    private func usableDevice(_ keyID: String) throws -> SimulatedDevice {
         try check()
         if let code = failures.first {
             failures.removeFirst()
             throw AppAttestKeyProviderError(code, "simulated")
         }
         guard let device = devices[keyID] else { throw AppAttestKeyProviderError(.invalidKey, "unknown key") }
-        return Data(try device.assert(clientDataHash: Array(clientDataHash)))
+        return device
     }
 
     private func check() throws {

@@ -13,25 +13,15 @@ import Synchronization
 
 /// A Hummingbird app on SQLite: `AppAttestRoutes` under `/appattest`, `AppAttestMiddleware` on `/api/**`.
 final class HummingbirdBackend: Backend {
-    let port: Int
-    let database: String
-    let freshness: AppAttestClientFreshness
-    let window: Int
+    let setup: BackendSetup
     private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>, store: any AppAttestStore)?>(nil)
 
-    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var baseURL: URL { setup.baseURL }
 
-    private init(port: Int, database: String, freshness: AppAttestClientFreshness, window: Int) {
-        self.port = port
-        self.database = database
-        self.freshness = freshness
-        self.window = window
-    }
+    private init(_ setup: BackendSetup) { self.setup = setup }
 
     static func start(freshness: AppAttestClientFreshness, window: Int) async throws -> HummingbirdBackend {
-        let backend = HummingbirdBackend(
-            port: try E2E.freePort(), database: try E2E.directory().appendingPathComponent("app.sqlite").path,
-            freshness: freshness, window: window)
+        let backend = HummingbirdBackend(try BackendSetup(freshness: freshness, window: window))
         try await backend.run()
         return backend
     }
@@ -45,12 +35,12 @@ final class HummingbirdBackend: Backend {
     }
 
     private func run() async throws {
-        let store = try SQLiteAppAttestStore(path: database)
-        let service = try EndToEndTests.service(store, window: window)
+        let store = try SQLiteAppAttestStore(path: setup.database)
+        let service = try EndToEndTests.service(store, window: setup.window)
         let router = Router(context: AppAttestRequestContext.self)
         router.addRoutes(AppAttestRoutes(service: service, rateLimiter: nil).collection, atPath: "appattest")
         let api = router.group("api").add(
-            middleware: AppAttestMiddleware(service: service, freshness: Self.serverFreshness(freshness)))
+            middleware: AppAttestMiddleware(service: service, freshness: Self.serverFreshness(setup.freshness)))
         for method in [HTTPRequest.Method.get, .post, .put, .delete] {
             api.on("**", method: method) { request, context in
                 echo(
@@ -61,7 +51,7 @@ final class HummingbirdBackend: Backend {
         var logger = Logger(label: "e2e.hummingbird")
         logger.logLevel = .warning
         let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: setup.port)), logger: logger)
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let task = Task { try await group.run() }
         running.withLock { $0 = (group, task, store) }

@@ -85,6 +85,23 @@ final class HoldingTransport: AppAttestClientTransport {
     }
 }
 
+/// Where a backend listens and what it runs with: a free port, a fresh SQLite file, a freshness mode, a window.
+struct BackendSetup: Sendable {
+    let port: Int
+    let database: String
+    let freshness: AppAttestClientFreshness
+    let window: Int
+
+    init(freshness: AppAttestClientFreshness, window: Int) throws {
+        port = try E2E.freePort()
+        database = try E2E.directory().appendingPathComponent("app.sqlite").path
+        self.freshness = freshness
+        self.window = window
+    }
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+}
+
 /// A server the app talks to, which can be stopped and started again on the same port and database.
 protocol Backend: Sendable {
     /// Where the app's requests go.

@@ -10,25 +10,15 @@ import Vapor
 
 /// A Vapor app on SQLite: `app.appAttest.routes()` and `app.appAttest.middleware()` on `/api/**`.
 final class VaporBackend: Backend {
-    let port: Int
-    let database: String
-    let freshness: AppAttestClientFreshness
-    let window: Int
+    let setup: BackendSetup
     private let running = Mutex<Application?>(nil)
 
-    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var baseURL: URL { setup.baseURL }
 
-    private init(port: Int, database: String, freshness: AppAttestClientFreshness, window: Int) {
-        self.port = port
-        self.database = database
-        self.freshness = freshness
-        self.window = window
-    }
+    private init(_ setup: BackendSetup) { self.setup = setup }
 
     static func start(freshness: AppAttestClientFreshness, window: Int) async throws -> VaporBackend {
-        let backend = VaporBackend(
-            port: try E2E.freePort(), database: try E2E.directory().appendingPathComponent("app.sqlite").path,
-            freshness: freshness, window: window)
+        let backend = VaporBackend(try BackendSetup(freshness: freshness, window: window))
         try await backend.run()
         return backend
     }
@@ -36,11 +26,12 @@ final class VaporBackend: Backend {
     private func run() async throws {
         let app = try await Application.make(.testing)
         app.logger.logLevel = .warning
-        app.appAttest.use(try EndToEndTests.service(try SQLiteAppAttestStore(path: database), window: window))
+        app.appAttest.use(
+            try EndToEndTests.service(try SQLiteAppAttestStore(path: setup.database), window: setup.window))
         try app.register(
             collection: AppAttestRouteCollection(service: app.appAttest.service, rateLimiter: nil))
         let api = app.grouped("api").grouped(
-            app.appAttest.middleware(freshness: HummingbirdBackend.serverFreshness(freshness)))
+            app.appAttest.middleware(freshness: HummingbirdBackend.serverFreshness(setup.freshness)))
         for method in [HTTPMethod.GET, .POST, .PUT, .DELETE] {
             api.on(method, "**") { request async throws -> String in
                 echo(
@@ -50,7 +41,7 @@ final class VaporBackend: Backend {
         }
         do {
             try await app.asyncBoot()
-            try await app.server.start(address: .hostname("127.0.0.1", port: port))
+            try await app.server.start(address: .hostname("127.0.0.1", port: setup.port))
         } catch {
             try? await app.asyncShutdown()
             throw error

@@ -59,7 +59,8 @@ struct TypedClientTests {
             let key = try await client.registerAttestation(
                 body: .json(
                     .init(
-                        keyId: keyID, attestationObject: Data(try device.attest(challenge: challenge)).base64EncodedString(),
+                        keyId: keyID,
+                        attestationObject: Data(try device.attest(challenge: challenge)).base64EncodedString(),
                         challenge: issued.challenge))
             ).ok.body.json
             #expect(key.keyId == keyID)
