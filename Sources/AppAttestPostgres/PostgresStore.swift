@@ -381,7 +381,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     {
         // One statement, one round trip, one implicit transaction.
         try await perform { client, logger in
-            try await Self.accept(acceptance) { query in try await client.query(query, logger: logger) }
+            try await Self.accept(acceptance, .pool(client, logger))
         }
     }
 
@@ -400,9 +400,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 try await client.withTransaction(logger: logger) { connection in
                     var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
                     for index in order {
-                        outcomes[index] = try await Self.accept(batch[index]) { query in
-                            try await connection.query(query, logger: logger)
-                        }
+                        outcomes[index] = try await Self.accept(batch[index], .connection(connection, logger))
                     }
                     return outcomes.map { $0! }
                 }
@@ -416,75 +414,126 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    /// One acceptance: the conditional statement, and on a refusal one more read to say why.
-    private static func accept(
-        _ acceptance: AssertionAcceptance, _ run: (PostgresQuery) async throws -> PostgresRowSequence
-    ) async throws -> AssertionAcceptanceOutcome {
-        let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
-        // $1 counter, $2 keyId, $3 window: the binds of `counterUpdate`.
-        var binds = PostgresBindings()
-        binds.append(Int64(acceptance.counter))
-        try binds.append(Data(acceptance.keyID.rawValue))
-        binds.append(window)
-        let use = acceptance.challenge, next = acceptance.nextChallenge
-        if use == nil && next == nil {
-            // No challenge to consume or store: the counter's conditional update alone, which PostgreSQL plans far
-            // faster than the statement with its common table expressions.
-            let rows = try await run(PostgresQuery(unsafeSQL: Self.counterUpdate + " RETURNING counter", binds: binds))
-            for try await highest in rows.decode(Int64.self) {
-                return .accepted(highestCounter: UInt32(clamping: highest))
+    /// Where a statement runs: on the pool (its own implicit transaction) or on a connection inside a transaction.
+    enum Session {
+        case pool(PostgresClient, Logger)
+        case connection(PostgresConnection, Logger)
+
+        func query(_ query: PostgresQuery) async throws -> PostgresRowSequence {
+            switch self {
+            case .pool(let client, let logger): try await client.query(query, logger: logger)
+            case .connection(let connection, let logger): try await connection.query(query, logger: logger)
             }
-            return try await explain(acceptance, run)
         }
-        // $4… the challenge to consume, $9… the challenge to store.
-        binds.append(use != nil)
-        try binds.append(use.map { Data($0.challenge) })
-        binds.append(use?.purpose)
-        binds.append(use?.userID)
-        binds.append(use?.now.timeIntervalSince1970)
-        binds.append(next != nil)
-        try binds.append(next.map { Data($0.challenge) })
-        binds.append(next?.purpose)
-        try binds.append(next?.keyID.map { Data($0.rawValue) })
-        binds.append(next?.userID)
-        binds.append(next?.expiresAt.timeIntervalSince1970)
-        // One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
-        // only if it is, and the challenge is deleted (and the next one stored) only if the counter moved.
-        let rows = try await run(
-            PostgresQuery(
-                unsafeSQL: """
-                    WITH ch AS (
-                        SELECT challenge FROM app_attest_challenges
-                        WHERE $4 AND challenge = $5 AND purpose = $6
-                            AND (key_id IS NULL OR key_id = $2) AND (user_id IS NULL OR user_id = $7)
-                            AND expires_at > $8
-                        FOR UPDATE
-                    ), upd AS (
-                        \(Self.counterUpdate)
-                            AND (NOT $4 OR EXISTS (SELECT 1 FROM ch))
-                        RETURNING counter
-                    ), del AS (
-                        DELETE FROM app_attest_challenges
-                        WHERE $4 AND challenge = $5 AND EXISTS (SELECT 1 FROM upd)
-                        RETURNING 1
-                    ), ins AS (
-                        INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
-                        SELECT $10, $11, $12, $13, $14
-                        WHERE $9 AND EXISTS (SELECT 1 FROM upd)
-                        RETURNING 1
-                    )
-                    SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
-                    """, binds: binds))
-        var accepted: Int64?
-        for try await (highest, _) in rows.decode((Int64?, Int64).self) { accepted = highest }
-        if let accepted { return .accepted(highestCounter: UInt32(clamping: accepted)) }
-        return try await explain(acceptance, run)
+
+        /// A prepared statement (parsed and planned once per connection), its rows collected.
+        func execute<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
+            var rows: [Statement.Row] = []
+            switch self {
+            case .pool(let client, let logger):
+                for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+            case .connection(let connection, let logger):
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            }
+            return rows
+        }
+    }
+
+    /// The counter's conditional update alone, for an acceptance without a challenge to consume or store (which
+    /// PostgreSQL plans far faster than the statement with common table expressions). Prepared: its name changes
+    /// with its text.
+    struct CounterUpdate: PostgresPreparedStatement {
+        static let name = "app_attest_counter_update_v2"
+        static let sql = PostgresAppAttestStore.counterUpdate + " RETURNING counter"
+        typealias Row = Int64
+        /// `$1` counter, `$2` keyId, `$3` window.
+        let counter: Int64, keyID: Data, window: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 3)
+            binds.append(counter)
+            try binds.append(keyID)
+            binds.append(window)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
+    }
+
+    /// One statement, one round trip, one transaction: the challenge row is locked if usable, the counter moves
+    /// only if it is, and the challenge is deleted (and the next one stored) only if the counter moved. Prepared: its
+    /// name changes with its text.
+    struct Acceptance: PostgresPreparedStatement {
+        static let name = "app_attest_acceptance_v2"
+        static let sql = """
+            WITH ch AS (
+                SELECT challenge FROM app_attest_challenges
+                WHERE $4 AND challenge = $5 AND purpose = $6
+                    AND (key_id IS NULL OR key_id = $2) AND (user_id IS NULL OR user_id = $7)
+                    AND expires_at > $8
+                FOR UPDATE
+            ), upd AS (
+                \(PostgresAppAttestStore.counterUpdate)
+                    AND (NOT $4 OR EXISTS (SELECT 1 FROM ch))
+                RETURNING counter
+            ), del AS (
+                DELETE FROM app_attest_challenges
+                WHERE $4 AND challenge = $5 AND EXISTS (SELECT 1 FROM upd)
+                RETURNING 1
+            ), ins AS (
+                INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
+                SELECT $10, $11, $12, $13, $14
+                WHERE $9 AND EXISTS (SELECT 1 FROM upd)
+                RETURNING 1
+            )
+            SELECT (SELECT counter FROM upd), (SELECT count(*) FROM del) + (SELECT count(*) FROM ins)
+            """
+        typealias Row = Int64?
+        let update: CounterUpdate
+        let acceptance: AssertionAcceptance
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = try update.makeBindings()
+            // $4… the challenge to consume, $9… the challenge to store.
+            let use = acceptance.challenge, next = acceptance.nextChallenge
+            binds.append(use != nil)
+            try binds.append(use.map { Data($0.challenge) })
+            binds.append(use?.purpose)
+            binds.append(use?.userID)
+            binds.append(use?.now.timeIntervalSince1970)
+            binds.append(next != nil)
+            try binds.append(next.map { Data($0.challenge) })
+            binds.append(next?.purpose)
+            try binds.append(next?.keyID.map { Data($0.rawValue) })
+            binds.append(next?.userID)
+            binds.append(next?.expiresAt.timeIntervalSince1970)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Int64? { try row.decode((Int64?, Int64).self).0 }
+    }
+
+    /// One acceptance: the conditional statement, and on a refusal one more read to say why.
+    private static func accept(_ acceptance: AssertionAcceptance, _ session: Session) async throws
+        -> AssertionAcceptanceOutcome
+    {
+        let update = CounterUpdate(
+            counter: Int64(acceptance.counter), keyID: Data(acceptance.keyID.rawValue),
+            window: Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow)))
+        let highest: Int64?
+        if acceptance.challenge == nil && acceptance.nextChallenge == nil {
+            highest = try await session.execute(update).first
+        } else {
+            highest = try await session.execute(Acceptance(update: update, acceptance: acceptance)).first ?? nil
+        }
+        if let highest { return .accepted(highestCounter: UInt32(clamping: highest)) }
+        return try await explain(acceptance, session.query)
     }
 
     /// The key's conditional counter update, `$1` the assertion's counter, `$2` the keyId, `$3` the window: the rule of
     /// `AssertionAcceptance.advance`, with every shift guarded so that its count stays within 0...63. The callers add
     /// conditions and `RETURNING counter`.
-    private static let counterUpdate = """
+    static let counterUpdate = """
         UPDATE app_attest_keys SET
             seen = CASE
                 WHEN $1 > counter THEN CASE
