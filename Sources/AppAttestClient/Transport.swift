@@ -19,9 +19,23 @@ public struct URLSessionClientTransport: AppAttestClientTransport {
     /// A transport on `session` (`URLSession.shared` by default).
     public init(session: URLSession = .shared) { self.session = session }
 
-    /// Sends `request` with `URLSession.data(for:)`.
+    /// Sends `request` with `URLSession.data(for:)` (iOS 15, macOS 12, tvOS 15, watchOS 8), or a data task before
+    /// those.
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let (data, response) = try await session.data(for: request)
+        let data: Data, response: URLResponse
+        if #available(iOS 15.0, macOS 12.0, tvOS 15.0, watchOS 8.0, *) {
+            (data, response) = try await session.data(for: request)
+        } else {
+            (data, response) = try await withCheckedThrowingContinuation { continuation in
+                session.dataTask(with: request) { data, response, error in
+                    if let data, let response {
+                        continuation.resume(returning: (data, response))
+                    } else {
+                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                    }
+                }.resume()
+            }
+        }
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         return (data, http)
     }

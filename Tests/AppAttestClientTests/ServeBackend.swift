@@ -2,6 +2,7 @@
 import AppAttestClient
 import AppAttestServer
 import AppAttestServiceClient
+import AppAttestTesting
 import Crypto
 import Foundation
 import HTTPTypes
@@ -37,7 +38,7 @@ final class ServeBackend: Backend {
 
     static func start(freshness: AppAttestClientFreshness) async throws -> ServeBackend {
         let backend = ServeBackend(
-            servePort: try E2E.freePort(), backendPort: try E2E.freePort(), directory: try E2E.directory(),
+            servePort: TestPorts.free(), backendPort: TestPorts.free(), directory: try E2E.directory(),
             freshness: freshness)
         let root = Data(E2E.authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
         try "-----BEGIN CERTIFICATE-----\n\(root)\n-----END CERTIFICATE-----\n".write(

@@ -30,28 +30,6 @@ enum E2E {
         return url
     }
 
-    /// A free TCP port on 127.0.0.1 (bound, read, released).
-    static func freePort() throws -> Int {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw URLError(.cannotConnectToHost) }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// Waits until `url` answers (any status).
     static func waitUntilUp(_ url: URL) async throws {
         for _ in 0..<200 {
@@ -93,7 +71,7 @@ struct BackendSetup: Sendable {
     let window: Int
 
     init(freshness: AppAttestClientFreshness, window: Int) throws {
-        port = try E2E.freePort()
+        port = TestPorts.free()
         database = try E2E.directory().appendingPathComponent("app.sqlite").path
         self.freshness = freshness
         self.window = window

@@ -139,7 +139,7 @@ struct ServerLifecycleTests {
     func gracefulShutdown() async throws {
         let directory = try F.directory()
         var configuration = try F.configuration(directory: directory)
-        configuration.port = Int.random(in: 20000...40000)
+        configuration.port = TestPorts.free()
         configuration.rateLimit = nil
         let server = try await AppAttestServer.open(configuration: configuration)
         let service = try #require(server.service)

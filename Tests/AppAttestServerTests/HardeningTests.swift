@@ -170,7 +170,7 @@ struct ServerHardeningTests {
     func connectionTimeouts() async throws {
         let directory = try F.directory()
         var configuration = try F.configuration(directory: directory)
-        configuration.port = Int.random(in: 20000...40000)
+        configuration.port = TestPorts.free()
         configuration.idleTimeoutSeconds = 1
         configuration.requestTimeoutSeconds = 1
         let server = try await AppAttestServer.open(configuration: configuration)

@@ -21,7 +21,7 @@ struct TypedClientTests {
     func everyOperation(_ database: Database) async throws {
         let directory = try F.directory()
         var configuration = try F.configuration(directory: directory, database: database)
-        configuration.port = Int.random(in: 20000...40000)
+        configuration.port = TestPorts.free()
         configuration.counterReorderWindow = 8
         let server = try await AppAttestServer.open(configuration: configuration)
         let group = ServiceGroup(

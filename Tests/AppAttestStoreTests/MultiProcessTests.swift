@@ -120,8 +120,16 @@ struct MultiProcessTests {
         #expect(accepted.count >= 40, "\(log.suffix(3))")
         let highest = accepted.compactMap { UInt32($0[1]) }.max() ?? 0
         let inFlight = tried.compactMap { UInt32($0[1]) }.max() ?? 0
-        // Stored: the last accepted counter, or the one in flight when the kill came if its update committed.
-        let stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        // Stored: the last accepted counter, or the one in flight when the kill came if its update committed. A
+        // PostgreSQL server finishes (and commits) a statement whose client was killed: wait until the stored counter
+        // has settled before reading it.
+        var stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        for _ in 0..<20 {
+            try await Task.sleep(nanoseconds: 100_000_000)
+            let again = try await harness.store.key(device.keyID)?.counter ?? 0
+            if again == stored { break }
+            stored = again
+        }
         #expect(
             stored == highest || (stored == inFlight && inFlight == highest + 1),
             "stored \(stored), accepted \(highest), in flight \(inFlight)")
