@@ -392,10 +392,17 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         -> [AssertionAcceptanceOutcome]
     {
         if batch.count == 1 { return [try await acceptAssertion(batch[0])] }
+        // By keyId, and in the batch's order for one key (the rounds of acceptCounters rely on it).
         let order = batch.indices.sorted {
-            batch[$0].keyID.rawValue.lexicographicallyPrecedes(batch[$1].keyID.rawValue)
+            batch[$0].keyID == batch[$1].keyID
+                ? $0 < $1 : batch[$0].keyID.rawValue.lexicographicallyPrecedes(batch[$1].keyID.rawValue)
         }
         do {
+            if batch.allSatisfy({ $0.challenge == nil && $0.nextChallenge == nil }) {
+                return try await perform { client, logger in
+                    try await Self.acceptCounters(batch, order: order, client: client, logger: logger)
+                }
+            }
             return try await perform { client, logger in
                 try await client.withTransaction(logger: logger) { connection in
                     var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
@@ -412,6 +419,55 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             for acceptance in batch { outcomes.append(try await acceptAssertion(acceptance)) }
             return outcomes
         }
+    }
+
+    /// Acceptances without challenges, in as few statements as the batch allows: one ``CounterUpdates`` statement
+    /// per round, a round holding each key at most once (an `UPDATE … FROM` applies one input row per key). One round,
+    /// the usual case, is one statement and one round trip on the pool, its own implicit transaction; more run in one
+    /// transaction, each round locking only keys the first already holds, in keyId order. A refusal costs one more
+    /// read, after the commit.
+    private static func acceptCounters(
+        _ batch: [AssertionAcceptance], order: [Int], client: PostgresClient, logger: Logger
+    ) async throws -> [AssertionAcceptanceOutcome] {
+        var rounds: [[Int]] = []
+        var occurrences: [[UInt8]: Int] = [:]
+        for index in order {
+            let round = occurrences[batch[index].keyID.rawValue, default: 0]
+            occurrences[batch[index].keyID.rawValue] = round + 1
+            if round == rounds.count { rounds.append([]) }
+            rounds[round].append(index)
+        }
+        let statements = rounds.map { round in
+            CounterUpdates(
+                counters: round.map { Int64(batch[$0].counter) },
+                keyIDs: round.map { ByteBuffer(bytes: batch[$0].keyID.rawValue) },
+                windows: round.map { Int64(min(max(batch[$0].window, 1), AssertionAcceptance.maximumWindow)) })
+        }
+        // Each round's accepted keys and their highest counters, as the round left them.
+        let accepted: [[Data: Int64]]
+        if statements.count == 1 {
+            accepted = [try await Dictionary(Session.pool(client, logger).execute(statements[0])) { $1 }]
+        } else {
+            accepted = try await client.withTransaction(logger: logger) { connection in
+                var accepted: [[Data: Int64]] = []
+                for statement in statements {
+                    accepted.append(
+                        try await Dictionary(Session.connection(connection, logger).execute(statement)) { $1 })
+                }
+                return accepted
+            }
+        }
+        var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
+        for (round, indices) in rounds.enumerated() {
+            for index in indices {
+                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
+                    outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
+                } else {
+                    outcomes[index] = try await explain(batch[index], Session.pool(client, logger).query)
+                }
+            }
+        }
+        return outcomes.map { $0! }
     }
 
     /// Where a statement runs: on the pool (its own implicit transaction) or on a connection inside a transaction.
@@ -533,9 +589,11 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     /// The key's conditional counter update, `$1` the assertion's counter, `$2` the keyId, `$3` the window: the rule of
     /// `AssertionAcceptance.advance`, with every shift guarded so that its count stays within 0...63. The callers add
     /// conditions and `RETURNING counter`.
-    static let counterUpdate = """
-        UPDATE app_attest_keys SET
-            seen = CASE
+    static let counterUpdate = "UPDATE app_attest_keys SET \(counterAssignments) WHERE \(counterCondition)"
+
+    /// The new `seen` and `counter` of ``counterUpdate`` (the right-hand sides read the row as it was).
+    static let counterAssignments = """
+        seen = CASE
                 WHEN $1 > counter THEN CASE
                     WHEN $1 - counter >= 64 THEN 0
                     ELSE ((seen & ((1::bigint << (63 - ($1 - counter))::int) - 1)) << ($1 - counter)::int)
@@ -544,10 +602,46 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 ELSE seen | (1::bigint << (counter - $1 - 1)::int)
                 END,
             counter = GREATEST(counter, $1)
-        WHERE key_id = $2 AND revoked_at IS NULL
+        """
+
+    /// When ``counterUpdate`` applies: the key exists, is not revoked, and the counter is above the highest or a
+    /// counter of the window not yet accepted.
+    static let counterCondition = """
+        key_id = $2 AND revoked_at IS NULL
             AND ($1 > counter OR (counter - $1 BETWEEN 1 AND $3 - 1
                 AND (CASE WHEN counter - $1 BETWEEN 1 AND 63 THEN (seen >> (counter - $1 - 1)::int) & 1 ELSE 1 END) = 0))
         """
+
+    /// ``counterUpdate`` for many keys at once, each at most once: the counters, keyIds and windows as three arrays
+    /// (`unnest` pairs them up). Returns each accepted key with its highest counter. Prepared: its name changes with
+    /// its text.
+    struct CounterUpdates: PostgresPreparedStatement {
+        static let name = "app_attest_counter_updates_v1"
+        static let sql = """
+            UPDATE app_attest_keys SET \(each(counterAssignments))
+            FROM unnest($1::bigint[], $2::bytea[], $3::bigint[]) AS input(c, k, w)
+            WHERE \(each(counterCondition))
+            RETURNING key_id, counter
+            """
+        typealias Row = (Data, Int64)
+        let counters: [Int64], keyIDs: [ByteBuffer], windows: [Int64]
+
+        /// The single-key text with its parameters replaced by the input row's columns.
+        private static func each(_ text: String) -> String {
+            text.replacingOccurrences(of: "$1", with: "input.c").replacingOccurrences(of: "$2", with: "input.k")
+                .replacingOccurrences(of: "$3", with: "input.w")
+        }
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 3)
+            binds.append(counters)
+            binds.append(keyIDs)
+            binds.append(windows)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> (Data, Int64) { try row.decode((Data, Int64).self) }
+    }
 
     /// Why an acceptance was refused: one more read.
     private static func explain(

@@ -219,4 +219,46 @@ struct ReorderWindowTests {
         #expect(try await harness.store.key(b.keyID)?.counter == 1)
         #expect(try await harness.store.challenge(challenge) == nil)
     }
+
+    @Test(
+        "a batch without challenges: one statement per round of distinct keys, each acceptance as it would be alone",
+        arguments: Backend.available)
+    func counterBatch(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let a = try await harness.registeredDevice()
+        let b = try await harness.registeredDevice()
+        let revoked = try await harness.registeredDevice()
+        #expect(try await harness.store.revokeKey(revoked.keyID, at: harness.clock.now))
+        let unknown = try KeyID(rawValue: [UInt8](repeating: 7, count: 32))
+        let outcomes = try await harness.store.acceptAssertions([
+            .init(keyID: a.keyID, counter: 3, window: 1, challenge: nil),
+            .init(keyID: a.keyID, counter: 3, window: 1, challenge: nil),  // the same again: refused
+            .init(keyID: b.keyID, counter: 5, window: 8, challenge: nil),
+            .init(keyID: a.keyID, counter: 2, window: 8, challenge: nil),  // below 3, inside a window
+            .init(keyID: b.keyID, counter: 4, window: 8, challenge: nil),
+            .init(keyID: b.keyID, counter: 9, window: 8, challenge: nil),
+            .init(keyID: unknown, counter: 1, window: 1, challenge: nil),
+            .init(keyID: revoked.keyID, counter: 1, window: 1, challenge: nil),
+            .init(keyID: a.keyID, counter: 1, window: 1, challenge: nil),  // below 3, strict
+            .init(keyID: b.keyID, counter: 4, window: 8, challenge: nil),  // accepted once only
+        ])
+        // A refusal's highest counter is the key's when the refusal is explained: here the last word on each key.
+        #expect(
+            outcomes == [
+                .accepted(highestCounter: 3), .counterRefused(highestCounter: 3), .accepted(highestCounter: 5),
+                .accepted(highestCounter: 3), .accepted(highestCounter: 5), .accepted(highestCounter: 9),
+                .unknownKey, .keyRevoked, .counterRefused(highestCounter: 3), .counterRefused(highestCounter: 9),
+            ])
+        #expect(try await harness.store.key(a.keyID)?.counter == 3)
+        #expect(try await harness.store.key(b.keyID)?.counter == 9)
+        #expect(try await harness.store.key(revoked.keyID)?.counter == 0)
+        // Distinct keys: one round (on PostgreSQL one statement outside any explicit transaction).
+        let second = try await harness.store.acceptAssertions([
+            .init(keyID: b.keyID, counter: 10, window: 1, challenge: nil),
+            .init(keyID: a.keyID, counter: 3, window: 1, challenge: nil),
+            .init(keyID: revoked.keyID, counter: 2, window: 1, challenge: nil),
+        ])
+        #expect(second == [.accepted(highestCounter: 10), .counterRefused(highestCounter: 3), .keyRevoked])
+    }
 }
