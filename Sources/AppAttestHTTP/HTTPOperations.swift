@@ -410,7 +410,10 @@ public struct AppAttestHTTPOperations: Sendable {
     /// Decodes a JSON body of at most ``AppAttestHTTPLimits/maximumJSONBodySize`` bytes; nil for anything else.
     public static func decode<T: Decodable>(_ type: T.Type, _ body: some Collection<UInt8>) -> T? {
         guard body.count <= AppAttestHTTPLimits.maximumJSONBodySize else { return nil }
-        return try? JSONDecoder().decode(type, from: Data(body))
+        return try? decoder.decode(type, from: Data(body))
     }
+
+    /// One decoder for every request (its options never change; decoding with it is thread-safe).
+    private static let decoder = JSONDecoder()
 }
 #endif  // HTTP

@@ -124,59 +124,100 @@ extension AppAttestServer {
         /// The JSON JSONEncoder writes for this value (sorted keys, ISO 8601 dates, no escaped slashes), written
         /// directly; `KeyResponseTests` compares the two.
         var json: [UInt8] {
-            var out = "{"
-            var first = true
-            func field(_ name: String, _ value: String) {
-                out += first ? "\"\(name)\":\(value)" : ",\"\(name)\":\(value)"
-                first = false
+            var out: [UInt8] = []
+            out.reserveCapacity(320)
+            out.append(UInt8(ascii: "{"))
+            func name(_ name: StaticString) {
+                if out.count > 1 { out.append(UInt8(ascii: ",")) }
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+                out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
             }
-            field("appId", Self.quoted(appId))
-            field("counter", String(counter))
-            field("createdAt", Self.quoted(Self.iso8601(createdAt)))
-            field("environment", Self.quoted(environment))
-            field("keyId", Self.quoted(keyId))
-            if let nextChallenge { field("nextChallenge", Self.quoted(nextChallenge)) }
+            name("appId")
+            Self.quote(appId, into: &out)
+            name("counter")
+            out.append(contentsOf: String(counter).utf8)
+            name("createdAt")
+            Self.iso8601(createdAt, into: &out)
+            name("environment")
+            Self.quote(environment, into: &out)
+            name("keyId")
+            Self.quote(keyId, into: &out)
+            if let nextChallenge {
+                name("nextChallenge")
+                Self.quote(nextChallenge, into: &out)
+            }
             if let nextChallengeExpiresAt {
-                field("nextChallengeExpiresAt", Self.quoted(Self.iso8601(nextChallengeExpiresAt)))
+                name("nextChallengeExpiresAt")
+                Self.iso8601(nextChallengeExpiresAt, into: &out)
             }
-            field("receiptUpdatedAt", Self.quoted(Self.iso8601(receiptUpdatedAt)))
-            if let revokedAt { field("revokedAt", Self.quoted(Self.iso8601(revokedAt))) }
-            if let riskMetric { field("riskMetric", String(riskMetric)) }
-            if let userId { field("userId", Self.quoted(userId)) }
-            out += "}"
-            return Array(out.utf8)
+            name("receiptUpdatedAt")
+            Self.iso8601(receiptUpdatedAt, into: &out)
+            if let revokedAt {
+                name("revokedAt")
+                Self.iso8601(revokedAt, into: &out)
+            }
+            if let riskMetric {
+                name("riskMetric")
+                out.append(contentsOf: String(riskMetric).utf8)
+            }
+            if let userId {
+                name("userId")
+                Self.quote(userId, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+            return out
         }
 
-        /// A JSON string literal: quotes, backslashes and control characters escaped as JSONEncoder escapes them.
-        static func quoted(_ text: String) -> String {
-            var out = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case "\u{08}": out += "\\b"
-                case "\u{0C}": out += "\\f"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: out.unicodeScalars.append(scalar)
+        /// A JSON string literal: quotes, backslashes and control characters escaped as JSONEncoder escapes them
+        /// (UTF-8 otherwise copied as it is).
+        static func quote(_ text: String, into out: inout [UInt8]) {
+            out.append(UInt8(ascii: "\""))
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+                case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: Array("\\u00".utf8))
+                    out.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                default: out.append(byte)
                 }
             }
-            return out + "\""
+            out.append(UInt8(ascii: "\""))
         }
 
-        /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, as JSONEncoder's `.iso8601` writes (whole seconds, rounded down).
-        static func iso8601(_ date: Date) -> String {
+        /// `"yyyy-MM-ddTHH:mm:ssZ"` in UTC, quoted, as JSONEncoder's `.iso8601` writes (whole seconds, rounded down).
+        static func iso8601(_ date: Date, into out: inout [UInt8]) {
             var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
             var parts = tm()
             gmtime_r(&seconds, &parts)
-            func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-            let year = String(parts.tm_year + 1900)
-            return "\(year)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):"
-                + "\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+            func digits(_ value: Int32, _ count: Int) {
+                var divisor: Int32 = 1
+                for _ in 1..<count { divisor *= 10 }
+                while divisor > 0 {
+                    out.append(UInt8(ascii: "0") + UInt8((value / divisor) % 10))
+                    divisor /= 10
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+            digits(parts.tm_year + 1900, 4)
+            out.append(UInt8(ascii: "-"))
+            digits(parts.tm_mon + 1, 2)
+            out.append(UInt8(ascii: "-"))
+            digits(parts.tm_mday, 2)
+            out.append(UInt8(ascii: "T"))
+            digits(parts.tm_hour, 2)
+            out.append(UInt8(ascii: ":"))
+            digits(parts.tm_min, 2)
+            out.append(UInt8(ascii: ":"))
+            digits(parts.tm_sec, 2)
+            out.append(contentsOf: [UInt8(ascii: "Z"), UInt8(ascii: "\"")])
         }
 
         init(_ record: KeyRecord) {
@@ -363,6 +404,9 @@ extension AppAttestServer {
         return finish(await body(bytes.readableBytesView), context, operation: operation, start: start)
     }
 
+    /// One decoder for every request (its options never change; decoding with it is thread-safe).
+    private static let decoder = JSONDecoder()
+
     /// Decodes a JSON body, runs the operation, records its outcome and duration.
     func json<Body: Decodable>(
         _ request: Request, _ context: ServerRequestContext, operation: String,
@@ -371,7 +415,7 @@ extension AppAttestServer {
         let start = ContinuousClock.now
         let result: AppAttestHTTPResponse
         let bytes = try await request.body.collect(upTo: configuration.maximumBodyBytes)
-        if let decoded = try? JSONDecoder().decode(Body.self, from: Data(buffer: bytes)) {
+        if let decoded = try? Self.decoder.decode(Body.self, from: Data(buffer: bytes)) {
             result = await body(decoded)
         } else {
             result = .problem(.malformed("The body is not the JSON this operation expects"))

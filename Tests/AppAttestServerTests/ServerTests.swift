@@ -398,6 +398,7 @@ struct KeyResponseTests {
         let keyID = try KeyID(rawValue: (0..<32).map { UInt8($0 * 7 % 256) })
         for userID in [
             nil, "alice", "quote\" back\\slash / tab\t nl\n bell\u{07} é 🚀", String(repeating: "x", count: 256),
+            String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init) + ["\u{7F}"])),
         ] {
             for revoked in [nil, Date(timeIntervalSince1970: 1_700_000_123.9)] {
                 var record = KeyRecord(
