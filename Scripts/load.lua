@@ -39,6 +39,11 @@ function init(args)
   oversized = '{"keyId":"' .. string.rep("A", maxbody) .. '"}'
   auth = { ["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json" }
   noauth = { ["Content-Type"] = "application/json" }
+  -- Each request is formatted before the run, so that the load generator, which shares the machine with the
+  -- server, spends as little as it can per request while the run is measured.
+  prepared = {}
+  for i, body in ipairs(bodies) do prepared[i] = wrk.format("POST", "/v1/assertions/verify", auth, body) end
+  ping = wrk.format("GET", "/ping")
 end
 
 local function count(t, k) t[k] = (t[k] or 0) + 1 end
@@ -46,17 +51,17 @@ local function count(t, k) t[k] = (t[k] or 0) + 1 end
 local function valid()
   if nextline > #bodies then
     count(sent, "exhausted")
-    return wrk.format("GET", "/ping")
+    return ping
   end
-  local body = bodies[nextline]
+  local line = nextline
   nextline = nextline + 1
-  recent[#recent + 1] = body
+  if mode == "faults" then recent[#recent + 1] = bodies[line] end
   count(sent, "valid")
-  return wrk.format("POST", "/v1/assertions/verify", auth, body)
+  return prepared[line]
 end
 
 function request()
-  if mode == "ping" then return wrk.format("GET", "/ping") end
+  if mode == "ping" then return ping end
   n = n + 1
   if mode == "faults" then
     local r = n % 20
