@@ -103,7 +103,7 @@ struct ServerHardeningTests {
         let token = Data("an-existing-token-of-32-characters\n".utf8)
 
         // Readable by others.
-        FileManager.default.createFile(atPath: configuration.tokenFile, contents: token)
+        #expect(FileManager.default.createFile(atPath: configuration.tokenFile, contents: token))
         chmod(configuration.tokenFile, 0o644)
         await #expect(throws: ServerConfigurationError.self) {
             _ = try await AppAttestServer.open(configuration: configuration)
@@ -111,7 +111,7 @@ struct ServerHardeningTests {
 
         // A symbolic link to a file that is itself fine.
         let target = "\(directory)/elsewhere"
-        FileManager.default.createFile(atPath: target, contents: token, attributes: [.posixPermissions: 0o600])
+        #expect(FileManager.default.createFile(atPath: target, contents: token, attributes: [.posixPermissions: 0o600]))
         unlink(configuration.tokenFile)
         symlink(target, configuration.tokenFile)
         await #expect(throws: ServerConfigurationError.self) {
@@ -121,8 +121,9 @@ struct ServerHardeningTests {
         // Owned by another user (only root can give a file away).
         if geteuid() == 0 {
             unlink(configuration.tokenFile)
-            FileManager.default.createFile(
-                atPath: configuration.tokenFile, contents: token, attributes: [.posixPermissions: 0o600])
+            #expect(
+                FileManager.default.createFile(
+                    atPath: configuration.tokenFile, contents: token, attributes: [.posixPermissions: 0o600]))
             chown(configuration.tokenFile, 65534, 65534)
             await #expect(throws: ServerConfigurationError.self) {
                 _ = try await AppAttestServer.open(configuration: configuration)

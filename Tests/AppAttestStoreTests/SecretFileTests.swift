@@ -34,7 +34,7 @@ struct SecretFileTests {
     @Test("a database left 0644 by an earlier version is narrowed to 0600 when opened")
     func existingDatabaseNarrowed() async throws {
         let path = NSTemporaryDirectory() + "appattest-secret-\(UUID().uuidString).sqlite"
-        FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644])
+        #expect(FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644]))
         _ = try SQLiteAppAttestStore(path: path)
         #expect(permissions(path) == 0o600)
     }
