@@ -413,7 +413,8 @@ public struct AppAttestHTTPOperations: Sendable {
         return try? decoder.decode(type, from: Data(body))
     }
 
-    /// One decoder for every request (its options never change; decoding with it is thread-safe).
-    private static let decoder = JSONDecoder()
+    /// One decoder for every request body, here and in `appattest serve` (its options never change; decoding with it
+    /// is thread-safe).
+    package static let decoder = JSONDecoder()
 }
 #endif  // HTTP

@@ -430,10 +430,10 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         _ batch: [AssertionAcceptance], order: [Int], client: PostgresClient, logger: Logger
     ) async throws -> [AssertionAcceptanceOutcome] {
         var rounds: [[Int]] = []
-        var occurrences: [[UInt8]: Int] = [:]
+        var occurrences: [KeyID: Int] = [:]
         for index in order {
-            let round = occurrences[batch[index].keyID.rawValue, default: 0]
-            occurrences[batch[index].keyID.rawValue] = round + 1
+            let round = occurrences[batch[index].keyID, default: 0]
+            occurrences[batch[index].keyID] = round + 1
             if round == rounds.count { rounds.append([]) }
             rounds[round].append(index)
         }
@@ -441,7 +441,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             CounterUpdates(
                 counters: round.map { Int64(batch[$0].counter) },
                 keyIDs: round.map { ByteBuffer(bytes: batch[$0].keyID.rawValue) },
-                windows: round.map { Int64(min(max(batch[$0].window, 1), AssertionAcceptance.maximumWindow)) })
+                windows: round.map { Int64(batch[$0].boundedWindow) })
         }
         // Each round's accepted keys and their highest counters, as the round left them.
         let accepted: [[Data: Int64]]
@@ -575,7 +575,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     {
         let update = CounterUpdate(
             counter: Int64(acceptance.counter), keyID: Data(acceptance.keyID.rawValue),
-            window: Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow)))
+            window: Int64(acceptance.boundedWindow))
         let highest: Int64?
         if acceptance.challenge == nil && acceptance.nextChallenge == nil {
             highest = try await session.execute(update).first

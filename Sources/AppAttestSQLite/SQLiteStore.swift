@@ -240,7 +240,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         -> AssertionAcceptanceOutcome
     {
         let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
-        let window = Int64(min(max(acceptance.window, 1), AssertionAcceptance.maximumWindow))
+        let window = Int64(acceptance.boundedWindow)
         let use = acceptance.challenge
         let highest = try Int64.fetchOne(
             try db.cachedStatement(sql: Self.acceptStatement),

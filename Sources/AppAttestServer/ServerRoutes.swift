@@ -404,9 +404,6 @@ extension AppAttestServer {
         return finish(await body(bytes.readableBytesView), context, operation: operation, start: start)
     }
 
-    /// One decoder for every request (its options never change; decoding with it is thread-safe).
-    private static let decoder = JSONDecoder()
-
     /// Decodes a JSON body, runs the operation, records its outcome and duration.
     func json<Body: Decodable>(
         _ request: Request, _ context: ServerRequestContext, operation: String,
@@ -415,7 +412,7 @@ extension AppAttestServer {
         let start = ContinuousClock.now
         let result: AppAttestHTTPResponse
         let bytes = try await request.body.collect(upTo: configuration.maximumBodyBytes)
-        if let decoded = try? Self.decoder.decode(Body.self, from: Data(buffer: bytes)) {
+        if let decoded = try? AppAttestHTTPOperations.decoder.decode(Body.self, from: Data(buffer: bytes)) {
             result = await body(decoded)
         } else {
             result = .problem(.malformed("The body is not the JSON this operation expects"))

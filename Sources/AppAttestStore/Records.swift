@@ -163,6 +163,9 @@ public struct AssertionAcceptance: Sendable, Hashable {
     /// The largest window: the highest counter and the 63 below it (one 63-bit mask beside the counter).
     public static let maximumWindow = 64
 
+    /// ``window`` as the stores apply it: at least 1 (strictly increasing), at most ``maximumWindow``.
+    package var boundedWindow: Int { min(max(window, 1), Self.maximumWindow) }
+
     /// The counter state after accepting `counter` into (`highest`, `seen`), or nil when it is refused. Bit `d - 1` of
     /// `seen` records that `highest - d` was accepted, for `d` in 1...63; stores keep it beside the counter. This is
     /// the rule the SQL statements of the SQLite and PostgreSQL stores apply.
