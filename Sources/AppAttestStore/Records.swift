@@ -164,11 +164,14 @@ public struct AssertionAcceptance: Sendable, Hashable {
     public static let maximumWindow = 64
 
     /// ``window`` as the stores apply it: at least 1 (strictly increasing), at most ``maximumWindow``.
-    package var boundedWindow: Int { min(max(window, 1), Self.maximumWindow) }
+    package var boundedWindow: Int { Self.bounded(window) }
+
+    private static func bounded(_ window: Int) -> Int { min(max(window, 1), maximumWindow) }
 
     /// The counter state after accepting `counter` into (`highest`, `seen`), or nil when it is refused. Bit `d - 1` of
     /// `seen` records that `highest - d` was accepted, for `d` in 1...63; stores keep it beside the counter. This is
-    /// the rule the SQL statements of the SQLite and PostgreSQL stores apply.
+    /// the rule the SQL statements of the SQLite and PostgreSQL stores apply. A `window` below 1 is 1, above
+    /// ``maximumWindow`` it is ``maximumWindow``.
     public static func advance(highest: UInt32, seen: UInt64, counter: UInt32, window: Int) -> (UInt32, UInt64)? {
         if counter > highest {
             let shift = UInt64(counter - highest)
@@ -177,7 +180,7 @@ public struct AssertionAcceptance: Sendable, Hashable {
             return (counter, kept | (UInt64(1) << (shift - 1)))
         }
         let distance = UInt64(highest - counter)
-        guard distance >= 1, distance <= UInt64(min(window, maximumWindow) - 1) else { return nil }
+        guard distance >= 1, distance <= UInt64(bounded(window) - 1) else { return nil }
         let bit = UInt64(1) << (distance - 1)
         guard seen & bit == 0 else { return nil }
         return (highest, seen | bit)

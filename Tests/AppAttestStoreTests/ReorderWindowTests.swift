@@ -261,4 +261,26 @@ struct ReorderWindowTests {
         ])
         #expect(second == [.accepted(highestCounter: 10), .counterRefused(highestCounter: 3), .keyRevoked])
     }
+
+    @Test(
+        "a window below 1 is the strict rule and one above 64 is 64, in the rule and in every store",
+        arguments: Backend.available)
+    func windowOutOfRange(_ backend: Backend) async throws {
+        #expect(AssertionAcceptance.advance(highest: 5, seen: 0, counter: 3, window: 0) == nil)
+        #expect(AssertionAcceptance.advance(highest: 5, seen: 0, counter: 3, window: -7) == nil)
+        #expect(AssertionAcceptance.advance(highest: 100, seen: 0, counter: 30, window: 1000) == nil)
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        func accept(_ counter: UInt32, window: Int) async throws -> AssertionAcceptanceOutcome {
+            try await harness.store.acceptAssertion(
+                .init(keyID: device.keyID, counter: counter, window: window, challenge: nil))
+        }
+        #expect(try await accept(5, window: 0) == .accepted(highestCounter: 5))
+        #expect(try await accept(3, window: 0) == .counterRefused(highestCounter: 5))
+        #expect(try await accept(3, window: -7) == .counterRefused(highestCounter: 5))
+        #expect(try await accept(100, window: 1000) == .accepted(highestCounter: 100))
+        #expect(try await accept(37, window: 1000) == .accepted(highestCounter: 100))
+        #expect(try await accept(36, window: 1000) == .counterRefused(highestCounter: 100))
+    }
 }
