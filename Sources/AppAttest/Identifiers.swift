@@ -113,6 +113,12 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
 
     init(unchecked bytes: [UInt8]) { rawValue = bytes }
 
+    /// Hashes the 32 bytes at once (the synthesized hash feeds them one by one; keys are looked up on every
+    /// verification).
+    public func hash(into hasher: inout Hasher) {
+        rawValue.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     /// Standard Base64 with padding, as Apple's `generateKey` returns it.
     public var base64EncodedString: String { Data(rawValue).base64EncodedString() }
 

@@ -223,14 +223,75 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     {
-        try await write { db in try Self.accept(acceptance, in: db) }
+        // Without a challenge it is one statement, its own transaction.
+        if acceptance.challenge == nil, acceptance.nextChallenge == nil {
+            return try await writeWithoutTransaction { db in try Self.accept(acceptance, in: db) }
+        }
+        return try await write { db in try Self.accept(acceptance, in: db) }
     }
 
-    /// The batch in one write transaction: one commit for all of them (group commit).
+    /// The batch in one write transaction: one commit for all of them (group commit). Acceptances without challenges,
+    /// the usual batch, take as few statements as the batch allows (``acceptCounters(_:in:)``).
     public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
         -> [AssertionAcceptanceOutcome]
     {
-        try await write { db in try batch.map { try Self.accept($0, in: db) } }
+        if batch.count == 1 { return [try await acceptAssertion(batch[0])] }
+        if batch.allSatisfy({ $0.challenge == nil && $0.nextChallenge == nil }) {
+            return try await writeWithoutTransaction { db in try Self.acceptCounters(batch, in: db) }
+        }
+        return try await write { db in try batch.map { try Self.accept($0, in: db) } }
+    }
+
+    /// Counter acceptances: one ``counterUpdates(_:)`` statement per round, a round holding each key at most once
+    /// (an `UPDATE … FROM` applies one input row per key), the rounds in the batch's order. One round, the usual case,
+    /// is one statement in its own transaction (an `UPDATE` takes the write lock before it reads, as `BEGIN IMMEDIATE`
+    /// does); more run in one transaction. A refusal costs one more read, after the commit.
+    private static func acceptCounters(_ batch: [AssertionAcceptance], in db: Database) throws
+        -> [AssertionAcceptanceOutcome]
+    {
+        var rounds: [[Int]] = []
+        var occurrences: [KeyID: Int] = [:]
+        for index in batch.indices {
+            let round = occurrences[batch[index].keyID, default: 0]
+            occurrences[batch[index].keyID] = round + 1
+            if round == rounds.count { rounds.append([]) }
+            rounds[round].append(index)
+        }
+        func run(_ round: [Int]) throws -> [Data: Int64] {
+            var values: [(any DatabaseValueConvertible)?] = []
+            values.reserveCapacity(round.count * 3)
+            for index in round {
+                let acceptance = batch[index]
+                values.append(Int64(acceptance.counter))
+                values.append(Data(acceptance.keyID.rawValue))
+                values.append(Int64(acceptance.boundedWindow))
+            }
+            let statement = try db.cachedStatement(sql: counterUpdates(round.count))
+            var accepted: [Data: Int64] = [:]
+            let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+            while let row = try rows.next() { accepted[row[0]] = row[1] }
+            return accepted
+        }
+        var accepted: [[Data: Int64]] = []
+        if rounds.count == 1 {
+            accepted = [try run(rounds[0])]
+        } else {
+            try db.inTransaction(.immediate) {
+                for round in rounds { accepted.append(try run(round)) }
+                return .commit
+            }
+        }
+        var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
+        for (round, indices) in rounds.enumerated() {
+            for index in indices {
+                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
+                    outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
+                } else {
+                    outcomes[index] = try explain(batch[index], in: db)
+                }
+            }
+        }
+        return outcomes.map { $0! }
     }
 
     /// One acceptance inside the caller's write transaction: the counter moves only if the challenge is usable, then
@@ -267,13 +328,20 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             }
             return .accepted(highestCounter: UInt32(clamping: highest))
         }
-        // Refused: say why, from the same transaction.
+        return try explain(acceptance, in: db)
+    }
+
+    /// Why an acceptance was refused, read after its statement (in its transaction, or after the commit).
+    private static func explain(_ acceptance: AssertionAcceptance, in db: Database) throws
+        -> AssertionAcceptanceOutcome
+    {
         guard
             let row = try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?"), arguments: [key])
+                try db.cachedStatement(sql: "SELECT counter, revoked_at FROM keys WHERE key_id = ?"),
+                arguments: [Data(acceptance.keyID.rawValue)])
         else { return .unknownKey }
         if (row["revoked_at"] as Double?) != nil { return .keyRevoked }
-        if let use {
+        if let use = acceptance.challenge {
             let stored = try Row.fetchOne(
                 try db.cachedStatement(
                     sql: "SELECT purpose, key_id, user_id, expires_at FROM challenges WHERE challenge = ?"),
@@ -293,8 +361,17 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     /// The conditional update of ``acceptAssertion(_:)``: `?1` counter, `?2` keyId, `?3` window, then the challenge
     /// (or NULLs): `?4` challenge, `?5` purpose, `?6` user, `?7` now.
     private static let acceptStatement = """
-        UPDATE keys SET
-            seen = CASE
+        UPDATE keys SET \(counterAssignments)
+        WHERE \(counterCondition)
+            AND (?4 IS NULL OR EXISTS (
+                SELECT 1 FROM challenges WHERE challenge = ?4 AND purpose = ?5
+                    AND (key_id IS NULL OR key_id = ?2) AND (user_id IS NULL OR user_id = ?6) AND expires_at > ?7))
+        RETURNING counter
+        """
+
+    /// The new `seen` and `counter` (the right-hand sides read the row as it was): `?1` counter, `?3` window.
+    private static let counterAssignments = """
+        seen = CASE
                 WHEN ?1 > counter THEN CASE
                     WHEN ?1 - counter >= 64 THEN 0
                     ELSE ((seen & ((1 << (63 - (?1 - counter))) - 1)) << (?1 - counter)) | (1 << (?1 - counter - 1))
@@ -302,13 +379,38 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 ELSE seen | (1 << (counter - ?1 - 1))
                 END,
             counter = CASE WHEN ?1 > counter THEN ?1 ELSE counter END
-        WHERE key_id = ?2 AND revoked_at IS NULL
-            AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?3 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
-            AND (?4 IS NULL OR EXISTS (
-                SELECT 1 FROM challenges WHERE challenge = ?4 AND purpose = ?5
-                    AND (key_id IS NULL OR key_id = ?2) AND (user_id IS NULL OR user_id = ?6) AND expires_at > ?7))
-        RETURNING counter
         """
+
+    /// When the counter moves: `?2` is a key that is not revoked, and `?1` is above its highest counter or a counter
+    /// of the window (`?3`) not yet accepted.
+    private static let counterCondition = """
+        key_id = ?2 AND revoked_at IS NULL
+            AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?3 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
+        """
+
+    /// The counter update for `count` keys at once, each at most once: `count` rows of (counter, keyId, window) as
+    /// parameters. Returns each accepted key with its highest counter.
+    private static func counterUpdates(_ count: Int) -> String {
+        count <= counterUpdateTexts.count ? counterUpdateTexts[count - 1] : counterUpdateText(count)
+    }
+
+    /// The texts for a batch's sizes, written once (a statement is looked up by its text).
+    private static let counterUpdateTexts = (1...AcceptanceBatcher.maximumBatch).map(counterUpdateText)
+
+    private static func counterUpdateText(_ count: Int) -> String {
+        func each(_ text: String) -> String {
+            text.replacingOccurrences(of: "?1", with: "input.column1").replacingOccurrences(
+                of: "?2", with: "input.column2"
+            ).replacingOccurrences(of: "?3", with: "input.column3")
+        }
+        let rows = repeatElement("(?, ?, ?)", count: count).joined(separator: ", ")
+        return """
+            UPDATE keys SET \(each(counterAssignments))
+            FROM (VALUES \(rows)) AS input
+            WHERE \(each(counterCondition))
+            RETURNING key_id, counter
+            """
+    }
 
     public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
         try await write { db in
@@ -340,6 +442,14 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
         do { return try await pool.write(body) } catch let error as StoreError { throw error } catch {
+            throw StoreError(.unavailable, "SQLite: \(error)")
+        }
+    }
+
+    private func writeWithoutTransaction<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T)
+        async throws(StoreError) -> T
+    {
+        do { return try await pool.writeWithoutTransaction(body) } catch let error as StoreError { throw error } catch {
             throw StoreError(.unavailable, "SQLite: \(error)")
         }
     }

@@ -14,6 +14,8 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
+    /// A head announced a body whose end has not arrived yet.
+    private var awaitingEnd = false
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -22,31 +24,41 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            deadline?.cancel()
-            deadline = nil
+            cancelDeadline()
             // Only a request that announces a body can leave one unfinished; the others cost no timer.
             let length = head.headerFields[.contentLength]
-            guard head.headerFields[.transferEncoding] != nil || (length != nil && length != "0") else { break }
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            deadline = context.eventLoop.scheduleTask(in: timeout) { loopBound.value.close(promise: nil) }
+            awaitingEnd = head.headerFields[.transferEncoding] != nil || (length != nil && length != "0")
         case .end:
-            deadline?.cancel()
-            deadline = nil
+            awaitingEnd = false
+            cancelDeadline()
         case .body:
             break
         }
         context.fireChannelRead(data)
     }
 
+    /// The timer is armed once the bytes read so far are handled, and only if the body is still incomplete: a
+    /// request that arrives whole in one read, the usual small POST, costs no timer.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if awaitingEnd, deadline == nil {
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            deadline = context.eventLoop.scheduleTask(in: timeout) { loopBound.value.close(promise: nil) }
+        }
+        context.fireChannelReadComplete()
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        deadline = nil
+        cancelDeadline()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        cancelDeadline()
+        context.fireChannelInactive()
+    }
+
+    private func cancelDeadline() {
         deadline?.cancel()
         deadline = nil
-        context.fireChannelInactive()
     }
 }
 #endif  // Service

@@ -10,7 +10,7 @@ import Synchronization
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
 /// loses only acceptances that were never acknowledged.
-final class AcceptanceBatcher: Sendable {
+package final class AcceptanceBatcher: Sendable {
     typealias Waiter = CheckedContinuation<AssertionAcceptanceOutcome, any Error>
 
     private struct State {
@@ -20,7 +20,7 @@ final class AcceptanceBatcher: Sendable {
 
     private let store: any AppAttestStore
     private let state = Mutex(State())
-    static let maximumBatch = 64
+    package static let maximumBatch = 64
     /// Transactions in flight at once: one committing while the next forms. More only make batches smaller: with
     /// 32 requests in flight, `Scripts/load.sh` on PostgreSQL verified about 12 % fewer assertions per second with 4
     /// than with 2, at more CPU per assertion; SQLite, whose writes are serial anyway, is the same with 1, 2 or 4.
