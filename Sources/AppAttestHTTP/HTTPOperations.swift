@@ -153,9 +153,12 @@ public struct AppAttestHTTPOperations: Sendable {
         self.rateLimiter = rateLimiter
     }
 
-    struct ChallengeRequest: Decodable {
-        var purpose: String
-        var keyId: String?
+    /// The body of the challenge operation. `userId` is read only by `appattest serve`, whose callers are backends
+    /// trusted to name the user; the adapters take the user from the app's authentication and ignore it.
+    package struct ChallengeRequest: Decodable, Sendable {
+        package var purpose: String
+        package var keyId: String?
+        package var userId: String?
     }
 
     struct ChallengeResponse: Encodable {
@@ -163,10 +166,12 @@ public struct AppAttestHTTPOperations: Sendable {
         var expiresAt: Date
     }
 
-    struct AttestationRequest: Decodable {
-        var keyId: String
-        var attestationObject: String
-        var challenge: String
+    /// The body of the attestation operation; `userId` as in ``ChallengeRequest``.
+    package struct AttestationRequest: Decodable, Sendable {
+        package var keyId: String
+        package var attestationObject: String
+        package var challenge: String
+        package var userId: String?
     }
 
     struct AttestationResponse: Encodable {
@@ -413,8 +418,8 @@ public struct AppAttestHTTPOperations: Sendable {
         return try? decoder.decode(type, from: Data(body))
     }
 
-    /// One decoder for every request body, here and in `appattest serve` (its options never change; decoding with it
-    /// is thread-safe).
-    package static let decoder = JSONDecoder()
+    /// One decoder for every request body of every front end (its options never change; decoding with it is
+    /// thread-safe).
+    private static let decoder = JSONDecoder()
 }
 #endif  // HTTP

@@ -35,7 +35,8 @@ extension AppAttestServer {
         }
         let v1 = router.group("v1").add(middleware: CallerMiddleware(server: self))
         v1.post("challenges") { request, context in
-            try await self.json(request, context, operation: "challenge") { (body: ChallengeRequest) in
+            try await self.json(request, context, operation: "challenge") {
+                (body: AppAttestHTTPOperations.ChallengeRequest) in
                 let needed: ServerConfiguration.Permission =
                     body.purpose == AppAttestService.Purpose.attestation ? .register : .verify
                 if let refusal = Self.refusal(context, needed) { return refusal }
@@ -43,7 +44,8 @@ extension AppAttestServer {
             }
         }
         v1.post("attestations") { request, context in
-            try await self.json(request, context, operation: "attestation") { (body: AttestationRequest) in
+            try await self.json(request, context, operation: "attestation") {
+                (body: AppAttestHTTPOperations.AttestationRequest) in
                 if let refusal = Self.refusal(context, .register) { return refusal }
                 return await self.attestation(body, caller: context.scope)
             }
@@ -93,19 +95,6 @@ extension AppAttestServer {
     }()
 
     // MARK: Request and response bodies (openapi.yaml)
-
-    struct ChallengeRequest: Decodable {
-        var purpose: String
-        var keyId: String?
-        var userId: String?
-    }
-
-    struct AttestationRequest: Decodable {
-        var keyId: String
-        var attestationObject: String
-        var challenge: String
-        var userId: String?
-    }
 
     struct KeyResponse: Encodable {
         var keyId: String
@@ -251,12 +240,13 @@ extension AppAttestServer {
 
     // MARK: Operations
 
-    func challenge(_ body: ChallengeRequest) async -> AppAttestHTTPResponse {
+    func challenge(_ body: AppAttestHTTPOperations.ChallengeRequest) async -> AppAttestHTTPResponse {
         guard let operations else { return .problem(Self.notConfigured) }
         return await operations.challenge(purpose: body.purpose, keyID: body.keyId, userID: body.userId)
     }
 
-    func attestation(_ body: AttestationRequest, caller: Caller?) async -> AppAttestHTTPResponse {
+    func attestation(_ body: AppAttestHTTPOperations.AttestationRequest, caller: Caller?) async -> AppAttestHTTPResponse
+    {
         guard let operations else { return .problem(Self.notConfigured) }
         // A caller limited to some App IDs registers keys of those only: the rpIdHash in the object names the
         // App ID before anything is consumed or stored (verification then proves it).
@@ -412,7 +402,7 @@ extension AppAttestServer {
         let start = ContinuousClock.now
         let result: AppAttestHTTPResponse
         let bytes = try await request.body.collect(upTo: configuration.maximumBodyBytes)
-        if let decoded = try? AppAttestHTTPOperations.decoder.decode(Body.self, from: Data(buffer: bytes)) {
+        if let decoded = AppAttestHTTPOperations.decode(Body.self, bytes.readableBytesView) {
             result = await body(decoded)
         } else {
             result = .problem(.malformed("The body is not the JSON this operation expects"))
