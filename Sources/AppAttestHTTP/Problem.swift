@@ -46,12 +46,25 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
         return fields
     }
 
-    /// The RFC 9457 document: type, title, status and code; never a client's bytes.
+    /// The RFC 9457 document: type, title, status and code; never a client's bytes. Written directly, byte for byte
+    /// what JSONEncoder writes for it with sorted keys and unescaped slashes (a refusal costs a tenth as much).
     public var document: [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(ProblemDocument(self))).map(Array.init) ?? Array("{}".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + title.utf8.count)
+        out.append(contentsOf: #"{"code":"#.utf8)
+        JSONText.quote(code, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        out.append(contentsOf: String(status.code).utf8)
+        out.append(contentsOf: #","title":"#.utf8)
+        JSONText.quote(title, into: &out)
+        out.append(contentsOf: #","type":"#.utf8)
+        JSONText.quote(Self.documentType, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
     }
+
+    /// The `type` of every problem document: where the codes are explained.
+    static let documentType = "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"
 
     /// 429 `rateLimited`, with the seconds to wait.
     public static func rateLimited(retryAfter: Int) -> AppAttestProblem {
@@ -86,18 +99,29 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
         }
     }
 }
-/// The JSON shape of a problem response.
-struct ProblemDocument: Encodable {
-    var type: String
-    var title: String
-    var status: Int
-    var code: String
-
-    init(_ problem: AppAttestProblem) {
-        type = "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"
-        title = problem.title
-        status = problem.status.code
-        code = problem.code
+/// JSON text written without an encoder, for the answers of the hot paths.
+package enum JSONText {
+    /// A JSON string literal: quotes, backslashes and control characters escaped as JSONEncoder escapes them (UTF-8
+    /// otherwise copied as it is, slashes unescaped).
+    package static func quote(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: Array("\\u00".utf8))
+                out.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }
 #endif  // HTTP

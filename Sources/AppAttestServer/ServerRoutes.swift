@@ -123,18 +123,18 @@ extension AppAttestServer {
                 out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
             }
             name("appId")
-            Self.quote(appId, into: &out)
+            JSONText.quote(appId, into: &out)
             name("counter")
             out.append(contentsOf: String(counter).utf8)
             name("createdAt")
             Self.iso8601(createdAt, into: &out)
             name("environment")
-            Self.quote(environment, into: &out)
+            JSONText.quote(environment, into: &out)
             name("keyId")
-            Self.quote(keyId, into: &out)
+            JSONText.quote(keyId, into: &out)
             if let nextChallenge {
                 name("nextChallenge")
-                Self.quote(nextChallenge, into: &out)
+                JSONText.quote(nextChallenge, into: &out)
             }
             if let nextChallengeExpiresAt {
                 name("nextChallengeExpiresAt")
@@ -152,33 +152,10 @@ extension AppAttestServer {
             }
             if let userId {
                 name("userId")
-                Self.quote(userId, into: &out)
+                JSONText.quote(userId, into: &out)
             }
             out.append(UInt8(ascii: "}"))
             return out
-        }
-
-        /// A JSON string literal: quotes, backslashes and control characters escaped as JSONEncoder escapes them
-        /// (UTF-8 otherwise copied as it is).
-        static func quote(_ text: String, into out: inout [UInt8]) {
-            out.append(UInt8(ascii: "\""))
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-                case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-                case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-                case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-                case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-                case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-                case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-                case 0..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: Array("\\u00".utf8))
-                    out.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                default: out.append(byte)
-                }
-            }
-            out.append(UInt8(ascii: "\""))
         }
 
         /// `"yyyy-MM-ddTHH:mm:ssZ"` in UTC, quoted, as JSONEncoder's `.iso8601` writes (whole seconds, rounded down).

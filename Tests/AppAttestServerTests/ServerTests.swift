@@ -385,6 +385,7 @@ struct ServerFreshnessTests {
 #endif  // Service
 
 #if Service
+import AppAttestHTTP
 @testable import AppAttestServer
 
 /// The hot path writes its answer without JSONEncoder; it must be byte for byte what JSONEncoder writes.
@@ -419,6 +420,38 @@ struct KeyResponseTests {
                     response.json == Array(try encoder.encode(response)),
                     "\(String(decoding: response.json, as: UTF8.self))")
             }
+        }
+    }
+
+    /// The shape problem documents had when JSONEncoder wrote them.
+    struct EncodedProblem: Encodable {
+        var type: String
+        var title: String
+        var status: Int
+        var code: String
+    }
+
+    @Test("problem documents are written directly, byte for byte what JSONEncoder writes")
+    func problemDocuments() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var problems: [AppAttestProblem] = [
+            .bodyTooLarge, .missingAssertion, .staleTimestamp, .malformed("Expected keyId and assertion"),
+            .rateLimited(retryAfter: 3), AppAttestServer.notConfigured, AppAttestServer.unknownKey,
+        ]
+        for title in [
+            "quote\" back\\slash / tab\t nl\n é 🚀",
+            String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init) + ["\u{7F}"])),
+        ] {
+            problems.append(AppAttestProblem(status: .badRequest, code: "code/\"x\"", title: title))
+        }
+        for problem in problems {
+            let expected = EncodedProblem(
+                type: "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors",
+                title: problem.title, status: problem.status.code, code: problem.code)
+            #expect(
+                problem.document == Array(try encoder.encode(expected)),
+                "\(String(decoding: problem.document, as: UTF8.self))")
         }
     }
 }
