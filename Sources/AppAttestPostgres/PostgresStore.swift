@@ -429,14 +429,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     private static func acceptCounters(
         _ batch: [AssertionAcceptance], order: [Int], client: PostgresClient, logger: Logger
     ) async throws -> [AssertionAcceptanceOutcome] {
-        var rounds: [[Int]] = []
-        var occurrences: [KeyID: Int] = [:]
-        for index in order {
-            let round = occurrences[batch[index].keyID, default: 0]
-            occurrences[batch[index].keyID] = round + 1
-            if round == rounds.count { rounds.append([]) }
-            rounds[round].append(index)
-        }
+        let rounds = AssertionAcceptance.rounds(batch, order: order)
         let statements = rounds.map { round in
             CounterUpdates(
                 counters: round.map { Int64(batch[$0].counter) },
@@ -457,15 +450,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 return accepted
             }
         }
-        var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
-        for (round, indices) in rounds.enumerated() {
-            for index in indices {
-                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
-                    outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
-                } else {
-                    outcomes[index] = try await explain(batch[index], Session.pool(client, logger).query)
-                }
-            }
+        var outcomes = AssertionAcceptance.acceptedOutcomes(batch, rounds: rounds, accepted: accepted)
+        for index in outcomes.indices where outcomes[index] == nil {
+            outcomes[index] = try await explain(batch[index], Session.pool(client, logger).query)
         }
         return outcomes.map { $0! }
     }

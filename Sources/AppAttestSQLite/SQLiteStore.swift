@@ -249,14 +249,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     private static func acceptCounters(_ batch: [AssertionAcceptance], in db: Database) throws
         -> [AssertionAcceptanceOutcome]
     {
-        var rounds: [[Int]] = []
-        var occurrences: [KeyID: Int] = [:]
-        for index in batch.indices {
-            let round = occurrences[batch[index].keyID, default: 0]
-            occurrences[batch[index].keyID] = round + 1
-            if round == rounds.count { rounds.append([]) }
-            rounds[round].append(index)
-        }
+        let rounds = AssertionAcceptance.rounds(batch, order: batch.indices)
         func run(_ round: [Int]) throws -> [Data: Int64] {
             var values: [(any DatabaseValueConvertible)?] = []
             values.reserveCapacity(round.count * 3)
@@ -281,15 +274,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 return .commit
             }
         }
-        var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
-        for (round, indices) in rounds.enumerated() {
-            for index in indices {
-                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
-                    outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
-                } else {
-                    outcomes[index] = try explain(batch[index], in: db)
-                }
-            }
+        var outcomes = AssertionAcceptance.acceptedOutcomes(batch, rounds: rounds, accepted: accepted)
+        for index in outcomes.indices where outcomes[index] == nil {
+            outcomes[index] = try explain(batch[index], in: db)
         }
         return outcomes.map { $0! }
     }

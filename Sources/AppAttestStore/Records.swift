@@ -187,6 +187,40 @@ public struct AssertionAcceptance: Sendable, Hashable {
     }
 }
 
+extension AssertionAcceptance {
+    /// The rounds a batch of counter acceptances takes as `UPDATE … FROM` statements, which apply one input row per
+    /// key: each round holds a key at most once, and a key's acceptances keep their order across rounds. `order` is
+    /// the batch's indices in the order the statements take them.
+    package static func rounds(_ batch: [AssertionAcceptance], order: some Sequence<Int>) -> [[Int]] {
+        var rounds: [[Int]] = []
+        var occurrences: [KeyID: Int] = [:]
+        for index in order {
+            let round = occurrences[batch[index].keyID, default: 0]
+            occurrences[batch[index].keyID] = round + 1
+            if round == rounds.count { rounds.append([]) }
+            rounds[round].append(index)
+        }
+        return rounds
+    }
+
+    /// The outcomes, in the batch's order, of the acceptances the rounds' statements accepted (`accepted[round]`
+    /// maps a keyId's bytes to its highest counter after that round); nil for the refused ones, which the store then
+    /// explains.
+    package static func acceptedOutcomes(
+        _ batch: [AssertionAcceptance], rounds: [[Int]], accepted: [[Data: Int64]]
+    ) -> [AssertionAcceptanceOutcome?] {
+        var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
+        for (round, indices) in rounds.enumerated() {
+            for index in indices {
+                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
+                    outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
+                }
+            }
+        }
+        return outcomes
+    }
+}
+
 /// What the store did with an ``AssertionAcceptance``: on a refusal nothing changed, and the outcome says why.
 public enum AssertionAcceptanceOutcome: Sendable, Hashable {
     /// The counter was recorded and the challenge, if any, consumed; the key's highest counter is now this.
