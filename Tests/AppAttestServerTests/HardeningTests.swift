@@ -193,6 +193,19 @@ struct ServerHardeningTests {
         #expect(Self.closedByServer(head, within: 5), "unfinished head")
         #expect(Self.closedByServer(body, within: 5), "unfinished body")
         for descriptor in [idle, head, body] { close(descriptor) }
+        // The head alone in one read, then the body a byte every 0.4 s: never idle for the idle timeout, so only the
+        // request's deadline, which runs from the head's read, can close it.
+        let trickle = Self.connect(port: configuration.port)
+        #expect(trickle >= 0)
+        Self.send(trickle, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        var closed = false
+        for _ in 0..<12 where !closed {
+            try await Task.sleep(for: .milliseconds(400))
+            Self.send(trickle, "a")
+            closed = Self.closedByServer(trickle, within: 0.05)
+        }
+        #expect(closed, "a body trickling in a byte at a time, never finished")
+        close(trickle)
         await group.triggerGracefulShutdown()
         try? await running.value
         await server.close()
