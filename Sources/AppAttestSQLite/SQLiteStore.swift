@@ -249,7 +249,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     private static func acceptCounters(_ batch: [AssertionAcceptance], in db: Database) throws
         -> [AssertionAcceptanceOutcome]
     {
-        let rounds = AssertionAcceptance.rounds(batch, order: batch.indices)
+        // At most as many rows per statement as a group-commit batch holds: the texts are written once, the prepared
+        // statements cached per connection stay few, and no statement nears SQLite's limit on parameters, whatever
+        // the size of a batch given to `acceptAssertions` directly.
+        let rounds = AssertionAcceptance.rounds(
+            batch, order: batch.indices, maximumSize: Self.counterUpdateTexts.count)
         func run(_ round: [Int]) throws -> [Data: Int64] {
             var values: [(any DatabaseValueConvertible)?] = []
             values.reserveCapacity(round.count * 3)
@@ -375,13 +379,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?3 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
         """
 
-    /// The counter update for `count` keys at once, each at most once: `count` rows of (counter, keyId, window) as
-    /// parameters. Returns each accepted key with its highest counter.
-    private static func counterUpdates(_ count: Int) -> String {
-        count <= counterUpdateTexts.count ? counterUpdateTexts[count - 1] : counterUpdateText(count)
-    }
+    /// The counter update for `count` keys at once (1 to ``AcceptanceBatcher/maximumBatch``), each at most once:
+    /// `count` rows of (counter, keyId, window) as parameters. Returns each accepted key with its highest counter.
+    private static func counterUpdates(_ count: Int) -> String { counterUpdateTexts[count - 1] }
 
-    /// The texts for a batch's sizes, written once (a statement is looked up by its text).
+    /// The texts for every size of round, written once (a prepared statement is looked up by its text).
     private static let counterUpdateTexts = (1...AcceptanceBatcher.maximumBatch).map(counterUpdateText)
 
     private static func counterUpdateText(_ count: Int) -> String {

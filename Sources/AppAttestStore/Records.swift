@@ -189,9 +189,11 @@ public struct AssertionAcceptance: Sendable, Hashable {
 
 extension AssertionAcceptance {
     /// The rounds a batch of counter acceptances takes as `UPDATE … FROM` statements, which apply one input row per
-    /// key: each round holds a key at most once, and a key's acceptances keep their order across rounds. `order` is
-    /// the batch's indices in the order the statements take them.
-    package static func rounds(_ batch: [AssertionAcceptance], order: some Sequence<Int>) -> [[Int]] {
+    /// key: each round holds a key at most once and at most `maximumSize` acceptances, and a key's acceptances keep
+    /// their order across rounds. `order` is the batch's indices in the order the statements take them.
+    package static func rounds(_ batch: [AssertionAcceptance], order: some Sequence<Int>, maximumSize: Int = .max)
+        -> [[Int]]
+    {
         var rounds: [[Int]] = []
         var occurrences: [KeyID: Int] = [:]
         for index in order {
@@ -200,7 +202,12 @@ extension AssertionAcceptance {
             if round == rounds.count { rounds.append([]) }
             rounds[round].append(index)
         }
-        return rounds
+        // A full round is split in place: its parts still hold each key once, and they run before the next round.
+        return rounds.flatMap { round in
+            stride(from: 0, to: round.count, by: max(maximumSize, 1)).map {
+                Array(round[$0..<min($0 + max(maximumSize, 1), round.count)])
+            }
+        }
     }
 
     /// The outcomes, in the batch's order, of the acceptances the rounds' statements accepted (`accepted[round]`
