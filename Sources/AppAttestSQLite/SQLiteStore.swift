@@ -430,21 +430,22 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     // MARK: Helpers
 
     private func write<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
-        do { return try await pool.write(body) } catch let error as StoreError { throw error } catch {
-            throw StoreError(.unavailable, "SQLite: \(error)")
-        }
+        try await Self.access { try await pool.write(body) }
     }
 
     private func writeWithoutTransaction<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T)
         async throws(StoreError) -> T
     {
-        do { return try await pool.writeWithoutTransaction(body) } catch let error as StoreError { throw error } catch {
-            throw StoreError(.unavailable, "SQLite: \(error)")
-        }
+        try await Self.access { try await pool.writeWithoutTransaction(body) }
     }
 
     private func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
-        do { return try await pool.read(body) } catch let error as StoreError { throw error } catch {
+        try await Self.access { try await pool.read(body) }
+    }
+
+    /// A database access, its errors as the store's: a `StoreError` as it is, anything else `unavailable`.
+    private static func access<T>(_ body: () async throws -> T) async throws(StoreError) -> T {
+        do { return try await body() } catch let error as StoreError { throw error } catch {
             throw StoreError(.unavailable, "SQLite: \(error)")
         }
     }
