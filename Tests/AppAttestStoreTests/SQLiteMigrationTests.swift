@@ -1,0 +1,96 @@
+#if SQLite
+import AppAttest
+import AppAttestSQLite
+import AppAttestStore
+import Foundation
+import GRDB
+import Testing
+
+/// A database written by an earlier version opens, migrates, and keeps every key's state.
+@Suite("SQLite migrations")
+struct SQLiteMigrationTests {
+    /// The schema and data as version 3 of the migrations left them: the counter, its window's bits and the revocation
+    /// in `keys`, beside the receipt.
+    static func versionThreeDatabase(_ path: String, keys: [(id: KeyID, counter: Int64, seen: Int64, revoked: Bool)])
+        throws
+    {
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1'), ('v2'), ('v3');
+                    CREATE TABLE challenges (
+                        challenge BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, key_id BLOB, user_id TEXT,
+                        expires_at REAL NOT NULL);
+                    CREATE INDEX challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE keys (
+                        key_id BLOB PRIMARY KEY NOT NULL, user_id TEXT, app_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                        receipt BLOB NOT NULL, risk_metric INTEGER, created_at REAL NOT NULL,
+                        receipt_updated_at REAL NOT NULL, revoked_at REAL);
+                    CREATE INDEX keys_user ON keys(user_id);
+                    CREATE INDEX challenges_key ON challenges(key_id);
+                    CREATE INDEX challenges_user ON challenges(user_id);
+                    ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
+                    """)
+            for key in keys {
+                try db.execute(
+                    sql: """
+                        INSERT INTO keys (key_id, user_id, app_id, environment, public_key, counter, receipt,
+                                          risk_metric, created_at, receipt_updated_at, revoked_at, seen)
+                        VALUES (?, 'user', 'STORE12345.com.example.store', 'production', ?, ?, ?, 2, 100, 200, ?, ?)
+                        """,
+                    arguments: [
+                        Data(key.id.rawValue), Data(repeating: 4, count: 65), key.counter,
+                        Data(repeating: 7, count: 5_000), key.revoked ? 300.0 : nil, key.seen,
+                    ])
+            }
+        }
+        try queue.close()
+    }
+
+    @Test("a version 3 database: counters, window bits and revocations move to key_counters, and keep working")
+    func fromVersionThree() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "appattest-migration-\(UUID().uuidString).sqlite"
+        ).path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let live = try KeyID(rawValue: Data(repeating: 1, count: 32))
+        let revoked = try KeyID(rawValue: Data(repeating: 2, count: 32))
+        // Highest 7; bits 0 and 2 set: counters 6 and 4 were accepted, 5 was not.
+        try Self.versionThreeDatabase(
+            path, keys: [(live, 7, 0b101, false), (revoked, 3, 0, true)])
+
+        let store = try SQLiteAppAttestStore(path: path)
+        let record = try #require(try await store.key(live))
+        #expect(record.counter == 7)
+        #expect(record.receipt == [UInt8](repeating: 7, count: 5_000))
+        #expect(record.riskMetric == 2)
+        #expect(record.revokedAt == nil)
+        #expect(try await store.key(revoked)?.revokedAt == Date(timeIntervalSince1970: 300))
+        #expect(try await store.keys(forUser: "user").count == 2)
+
+        func accept(_ key: KeyID, _ counter: UInt32) async throws -> AssertionAcceptanceOutcome {
+            try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 8, challenge: nil))
+        }
+        #expect(try await accept(live, 6) == .counterRefused(highestCounter: 7))
+        #expect(try await accept(live, 4) == .counterRefused(highestCounter: 7))
+        #expect(try await accept(live, 5) == .accepted(highestCounter: 7))
+        #expect(try await accept(live, 5) == .counterRefused(highestCounter: 7))
+        #expect(try await accept(live, 8) == .accepted(highestCounter: 8))
+        #expect(try await accept(revoked, 4) == .keyRevoked)
+        await store.close()
+
+        // The old columns are gone, so that nothing reads a stale counter; a second open migrates nothing more.
+        let queue = try DatabaseQueue(path: path)
+        let columns = try await queue.read { db in try db.columns(in: "keys").map(\.name) }
+        #expect(!columns.contains("counter") && !columns.contains("seen") && !columns.contains("revoked_at"))
+        try queue.close()
+        let reopened = try SQLiteAppAttestStore(path: path)
+        #expect(try await reopened.key(live)?.counter == 8)
+        await reopened.close()
+    }
+}
+#endif
