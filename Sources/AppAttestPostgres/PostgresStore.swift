@@ -437,18 +437,21 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 windows: round.map { Int64(batch[$0].boundedWindow) })
         }
         // Each round's accepted keys and their highest counters, as the round left them.
-        let accepted: [[Data: Int64]]
+        let returned: [[Data: Int64]]
         if statements.count == 1 {
-            accepted = [try await Dictionary(Session.pool(client, logger).execute(statements[0])) { $1 }]
+            returned = [try await Dictionary(Session.pool(client, logger).execute(statements[0])) { $1 }]
         } else {
-            accepted = try await client.withTransaction(logger: logger) { connection in
-                var accepted: [[Data: Int64]] = []
+            returned = try await client.withTransaction(logger: logger) { connection in
+                var returned: [[Data: Int64]] = []
                 for statement in statements {
-                    accepted.append(
+                    returned.append(
                         try await Dictionary(Session.connection(connection, logger).execute(statement)) { $1 })
                 }
-                return accepted
+                return returned
             }
+        }
+        let accepted = zip(rounds, returned).map { round, highest in
+            round.map { highest[Data(batch[$0].keyID.rawValue)] }
         }
         var outcomes = AssertionAcceptance.acceptedOutcomes(batch, rounds: rounds, accepted: accepted)
         for index in outcomes.indices where outcomes[index] == nil {

@@ -290,7 +290,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         // the size of a batch given to `acceptAssertions` directly.
         let rounds = AssertionAcceptance.rounds(
             batch, order: batch.indices, maximumSize: Self.counterUpdateTexts.count)
-        func run(_ round: [Int]) throws -> [Data: Int64] {
+        // Each acceptance of the round, in its order: the key's highest counter after the statement, or nil.
+        func run(_ round: [Int]) throws -> [Int64?] {
             var values: [(any DatabaseValueConvertible)?] = []
             values.reserveCapacity(round.count * 3)
             for index in round {
@@ -300,12 +301,21 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 values.append(Int64(acceptance.boundedWindow))
             }
             let statement = try db.cachedStatement(sql: counterUpdates(round.count))
-            var accepted: [Data: Int64] = [:]
+            var accepted = [Int64?](repeating: nil, count: round.count)
             let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
-            while let row = try rows.next() { accepted[row[0]] = row[1] }
+            while let row = try rows.next() {
+                // A round holds each key once and at most 64 of them: its position is found by comparing bytes.
+                let position = try row.withUnsafeData(atIndex: 0) { data -> Int? in
+                    data?.withUnsafeBytes { returned in
+                        round.firstIndex { batch[$0].keyID.rawValue.withUnsafeBytes { $0.elementsEqual(returned) } }
+                    }
+                }
+                guard let position else { throw StoreError(.corrupted, "the counter update returned another key") }
+                accepted[position] = row[1]
+            }
             return accepted
         }
-        var accepted: [[Data: Int64]] = []
+        var accepted: [[Int64?]] = []
         if rounds.count == 1 {
             accepted = [try run(rounds[0])]
         } else {

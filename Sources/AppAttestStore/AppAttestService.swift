@@ -316,12 +316,12 @@ public struct AppAttestService: Sendable {
         // With a reorder window, counters below the highest are acceptable: the verifier checks the lowest one the
         // window could accept, and the store decides exactly.
         let window = UInt32(counterPolicy.window)
-        let floor = entry.record.counter >= window ? entry.record.counter - window : 0
+        let floor = entry.counter >= window ? entry.counter - window : 0
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
                 assertion, clientData: clientData, publicKey: entry.publicKey, appID: entry.record.appID,
-                previousCounter: window > 1 ? floor : entry.record.counter)
+                previousCounter: window > 1 ? floor : entry.counter)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
@@ -452,10 +452,27 @@ public struct AppAttestService: Sendable {
 /// a key revoked by another process shows within that time; this process's own changes show at once) and at most
 /// ``limit`` entries. Only an optimisation: the store's atomic update is the authority on counters and revocation.
 final class KeyCache: Sendable {
-    struct Entry: Sendable {
-        var record: KeyRecord
+    /// A key as read: its record (whose counter is the one read), its parsed point, and when it was read. Shared by
+    /// reference, so that a lookup copies one reference, not the record's fields.
+    final class Key: Sendable {
+        let record: KeyRecord
         let publicKey: AttestedPublicKey
         let fetchedAt: TimeInterval
+
+        init(record: KeyRecord, publicKey: AttestedPublicKey, fetchedAt: TimeInterval) {
+            self.record = record
+            self.publicKey = publicKey
+            self.fetchedAt = fetchedAt
+        }
+    }
+
+    /// A cached key and the highest counter this process knows for it.
+    struct Entry: Sendable {
+        let key: Key
+        var counter: UInt32
+
+        var record: KeyRecord { key.record }
+        var publicKey: AttestedPublicKey { key.publicKey }
     }
 
     private let entries = Mutex<[KeyID: Entry]>([:])
@@ -465,9 +482,10 @@ final class KeyCache: Sendable {
     private static var uptime: TimeInterval { ProcessInfo.processInfo.systemUptime }
 
     func entry(_ keyID: KeyID) -> Entry? {
-        entries.withLock { entries in
+        let now = Self.uptime
+        return entries.withLock { entries in
             guard let entry = entries[keyID] else { return nil }
-            guard Self.uptime - entry.fetchedAt < Self.maximumAge else {
+            guard now - entry.key.fetchedAt < Self.maximumAge else {
                 entries[keyID] = nil
                 return nil
             }
@@ -477,7 +495,8 @@ final class KeyCache: Sendable {
 
     @discardableResult
     func insert(_ record: KeyRecord, publicKey: AttestedPublicKey) -> Entry {
-        let entry = Entry(record: record, publicKey: publicKey, fetchedAt: Self.uptime)
+        let entry = Entry(
+            key: Key(record: record, publicKey: publicKey, fetchedAt: Self.uptime), counter: record.counter)
         entries.withLock { entries in
             if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
             entries[record.keyID] = entry
@@ -488,9 +507,8 @@ final class KeyCache: Sendable {
     /// Records a counter this process stored, so that its own replays are refused before the store is asked.
     func advance(_ keyID: KeyID, to counter: UInt32) {
         entries.withLock { entries in
-            if let current = entries[keyID]?.record.counter, current < counter {
-                entries[keyID]?.record.counter = counter
-            }
+            guard let index = entries.index(forKey: keyID) else { return }
+            if entries.values[index].counter < counter { entries.values[index].counter = counter }
         }
     }
 

@@ -194,9 +194,22 @@ extension AssertionAcceptance {
     package static func rounds(_ batch: [AssertionAcceptance], order: some Sequence<Int>, maximumSize: Int = .max)
         -> [[Int]]
     {
+        let size = max(maximumSize, 1)
+        // The usual batch, a few distinct keys: one round, found without hashing.
+        let indices = Array(order)
+        if indices.count <= min(size, 16) {
+            var distinct = true
+            search: for (position, index) in indices.enumerated() {
+                for earlier in indices[..<position] where batch[earlier].keyID == batch[index].keyID {
+                    distinct = false
+                    break search
+                }
+            }
+            if distinct { return indices.isEmpty ? [] : [indices] }
+        }
         var rounds: [[Int]] = []
         var occurrences: [KeyID: Int] = [:]
-        for index in order {
+        for index in indices {
             let round = occurrences[batch[index].keyID, default: 0]
             occurrences[batch[index].keyID] = round + 1
             if round == rounds.count { rounds.append([]) }
@@ -204,22 +217,20 @@ extension AssertionAcceptance {
         }
         // A full round is split in place: its parts still hold each key once, and they run before the next round.
         return rounds.flatMap { round in
-            stride(from: 0, to: round.count, by: max(maximumSize, 1)).map {
-                Array(round[$0..<min($0 + max(maximumSize, 1), round.count)])
-            }
+            stride(from: 0, to: round.count, by: size).map { Array(round[$0..<min($0 + size, round.count)]) }
         }
     }
 
     /// The outcomes, in the batch's order, of the acceptances the rounds' statements accepted (`accepted[round]`
-    /// maps a keyId's bytes to its highest counter after that round); nil for the refused ones, which the store then
-    /// explains.
+    /// holds, for each acceptance of that round in its order, the key's highest counter after the round, or nil when
+    /// the statement refused it); nil for the refused ones, which the store then explains.
     package static func acceptedOutcomes(
-        _ batch: [AssertionAcceptance], rounds: [[Int]], accepted: [[Data: Int64]]
+        _ batch: [AssertionAcceptance], rounds: [[Int]], accepted: [[Int64?]]
     ) -> [AssertionAcceptanceOutcome?] {
         var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
         for (round, indices) in rounds.enumerated() {
-            for index in indices {
-                if let highest = accepted[round][Data(batch[index].keyID.rawValue)] {
+            for (position, index) in indices.enumerated() {
+                if let highest = accepted[round][position] {
                     outcomes[index] = .accepted(highestCounter: UInt32(clamping: highest))
                 }
             }
