@@ -119,6 +119,9 @@ let package = Package(
             providers: [.apt(["libcbor-dev"]), .brew(["libcbor"])]
         ),
 
+        // glibc's allocator setting for `appattest serve` (no library; a no-op elsewhere).
+        .systemLibrary(name: "CAppAttestAllocator"),
+
         // MARK: Internal wrappers: the only files that touch C
         .target(name: "AppAttestCrypto", dependencies: ["CAppAttestOpenSSL"], swiftSettings: strict),
         .target(name: "AppAttestCBOR", dependencies: ["CAppAttestCBOR"], swiftSettings: strict),
@@ -283,6 +286,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: service),
+                .target(name: "CAppAttestAllocator", condition: service),
             ],
             swiftSettings: strict
         ),

@@ -289,7 +289,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         // statements cached per connection stay few, and no statement nears SQLite's limit on parameters, whatever
         // the size of a batch given to `acceptAssertions` directly.
         let rounds = AssertionAcceptance.rounds(
-            batch, order: batch.indices, maximumSize: Self.counterUpdateTexts.count)
+            batch, order: Array(batch.indices), maximumSize: Self.counterUpdateTexts.count)
         // Each acceptance of the round, in its order: the key's highest counter after the statement, or nil.
         func run(_ round: [Int]) throws -> [Int64?] {
             var values: [(any DatabaseValueConvertible)?] = []

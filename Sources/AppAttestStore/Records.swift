@@ -191,12 +191,11 @@ extension AssertionAcceptance {
     /// The rounds a batch of counter acceptances takes as `UPDATE … FROM` statements, which apply one input row per
     /// key: each round holds a key at most once and at most `maximumSize` acceptances, and a key's acceptances keep
     /// their order across rounds. `order` is the batch's indices in the order the statements take them.
-    package static func rounds(_ batch: [AssertionAcceptance], order: some Sequence<Int>, maximumSize: Int = .max)
+    package static func rounds(_ batch: [AssertionAcceptance], order indices: [Int], maximumSize: Int = .max)
         -> [[Int]]
     {
         let size = max(maximumSize, 1)
         // The usual batch, a few distinct keys: one round, found without hashing.
-        let indices = Array(order)
         if indices.count <= min(size, 16) {
             var distinct = true
             search: for (position, index) in indices.enumerated() {

@@ -15,18 +15,18 @@ struct AcceptanceRoundsTests {
         let distinct = Self.batch([1, 2, 3, 4, 5, 6, 7])
         #expect(AssertionAcceptance.rounds(distinct, order: [6, 0, 5, 1, 4, 2, 3]) == [[6, 0, 5, 1, 4, 2, 3]])
         #expect(
-            AssertionAcceptance.rounds(distinct, order: distinct.indices, maximumSize: 3) == [
+            AssertionAcceptance.rounds(distinct, order: Array(distinct.indices), maximumSize: 3) == [
                 [0, 1, 2], [3, 4, 5], [6],
             ])
         #expect(AssertionAcceptance.rounds([], order: []).isEmpty)
         // Key 1 three times, key 2 twice: each key's acceptances keep their order across rounds.
         let repeated = Self.batch([1, 2, 1, 3, 1, 2])
-        #expect(AssertionAcceptance.rounds(repeated, order: repeated.indices) == [[0, 1, 3], [2, 5], [4]])
+        #expect(AssertionAcceptance.rounds(repeated, order: Array(repeated.indices)) == [[0, 1, 3], [2, 5], [4]])
         // More distinct keys than the quick search takes, with one repeat at the end.
         let many = Self.batch(Array(1...40) + [7])
-        #expect(AssertionAcceptance.rounds(many, order: many.indices) == [Array(0..<40), [40]])
+        #expect(AssertionAcceptance.rounds(many, order: Array(many.indices)) == [Array(0..<40), [40]])
         #expect(
-            AssertionAcceptance.rounds(many, order: many.indices, maximumSize: 16)
+            AssertionAcceptance.rounds(many, order: Array(many.indices), maximumSize: 16)
                 == [Array(0..<16), Array(16..<32), Array(32..<40), [40]])
     }
 
