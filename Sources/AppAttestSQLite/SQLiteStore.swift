@@ -90,8 +90,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         migrator.registerMigration("v4") { db in
             // What every accepted assertion writes (the counter, the window's bits, and the revocation it checks) in
             // a small table of its own, keyed by keyId without a rowid: one B-tree lookup, and a row of a few dozen
-            // bytes. In `keys` each update rewrote the whole row, receipt included, whose several kilobytes sit
-            // in overflow pages that SQLite writes anew with the row (about three times the cost per update).
+            // bytes. In `keys` each update rewrote the whole row, receipt included: a real receipt of 3,850 bytes
+            // makes the row about a page, and the update cost 7.5 µs of SQLite per acceptance against 4.5 here.
             try db.execute(
                 sql: """
                     CREATE TABLE IF NOT EXISTS key_counters (
@@ -245,10 +245,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await read { db -> [KeyRecord] in
             let rows = try Row.fetchAll(
-                try db.cachedStatement(
-                    sql:
-                        "SELECT * FROM keys JOIN key_counters USING (key_id) WHERE user_id = ? ORDER BY created_at, key_id"
-                ),
+                try db.cachedStatement(sql: "\(Self.selectKeys) WHERE user_id = ? ORDER BY created_at, key_id"),
                 arguments: [userID])
             var records: [KeyRecord] = []
             for row in rows { records.append(try Self.keyRecord(row)) }
@@ -368,8 +365,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         return try explain(acceptance, in: db)
     }
 
-    /// A key's record: its row in `keys` with its counter and revocation from `key_counters`.
-    private static let selectKey = "SELECT * FROM keys JOIN key_counters USING (key_id) WHERE key_id = ?"
+    /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
+    private static let selectKeys = "SELECT * FROM keys JOIN key_counters USING (key_id)"
+
+    /// One key's record.
+    private static let selectKey = "\(selectKeys) WHERE key_id = ?"
 
     /// Why an acceptance was refused, read after its statement (in its transaction, or after the commit).
     private static func explain(_ acceptance: AssertionAcceptance, in db: Database) throws
