@@ -134,6 +134,9 @@ let package = Package(
             name: "AppAttest",
             dependencies: [
                 "AppAttestCrypto", "AppAttestCBOR", "AppAttestWire", .product(name: "SwiftASN1", package: "swift-asn1"),
+                // The assertion's P-256 check (the fastest implementation the package has); OpenSSL keeps the
+                // certificate chain and receipts.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),

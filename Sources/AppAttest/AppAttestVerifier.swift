@@ -157,7 +157,7 @@ public struct AppAttestVerifier: Sendable {
         do { leaf = try X509Certificate(derEncoded: object.certificateChain[0], decodingPublicKey: false) } catch {
             throw AppAttestError(.malformed, "credCert: \(error)")
         }
-        let chain = try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
+        _ = try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
 
         // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (“Verifying
         // attestations”).
@@ -222,13 +222,8 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.publicKeyMismatch, "COSE key in authData ≠ credCert public key")
         }
 
-        // The fast path built the key while checking the chain; otherwise it is built here.
-        let publicKey: AttestedPublicKey
-        if let key = chain.leafKey {
-            publicKey = AttestedPublicKey(key: key, keyID: keyID)
-        } else {
-            publicKey = try AttestedPublicKey(x963Representation: point)
-        }
+        // Parsed once, here, into the representation assertions are verified with.
+        let publicKey = try AttestedPublicKey(point: point, keyID: keyID)
         var osVersion: String?
         if case .value(let properties) = X509Certificate.extensionValue(
             oid: AppleExtensions.devicePropertiesOID, in: leafExtensions)
@@ -316,7 +311,7 @@ public struct AppAttestVerifier: Sendable {
         // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, “Verifying assertions
         // and counters”).
         let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
-        guard publicKey.key.isValidSignature(derEncoded: object.signature, message: nonce) else {
+        guard publicKey.isValidSignature(derEncoded: object.signature, message: nonce) else {
             throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
         }
         // Step 4: rpIdHash.

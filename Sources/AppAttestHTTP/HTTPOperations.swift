@@ -181,15 +181,25 @@ public struct AppAttestHTTPOperations: Sendable {
     }
 
     /// Issues a challenge (body `{"purpose", "keyId"?}`); `userID` comes from your authentication, never the body.
-    public func challenge(body: some Collection<UInt8>, userID: String?) async -> AppAttestHTTPResponse {
+    /// - Parameters:
+    ///   - body: the request's JSON.
+    ///   - userID: the user to reserve it for, from your authentication.
+    ///   - issuer: who asks (a client's address, a caller's name), to bound what one issuer may hold
+    ///     (`AppAttestService.ChallengeLimits.perIssuer`); nil for no such bound.
+    public func challenge(body: some Collection<UInt8>, userID: String?, issuer: String? = nil) async
+        -> AppAttestHTTPResponse
+    {
         guard let request = Self.decode(ChallengeRequest.self, body) else {
             return .problem(.malformed("Expected {\"purpose\": \"attestation\"|\"assertion\"}"))
         }
-        return await challenge(purpose: request.purpose, keyID: request.keyId, userID: userID)
+        return await challenge(purpose: request.purpose, keyID: request.keyId, userID: userID, issuer: issuer)
     }
 
-    /// Issues a challenge for a purpose, optionally reserved for a key (Base64) and a user.
-    public func challenge(purpose: String, keyID keyText: String?, userID: String?) async -> AppAttestHTTPResponse {
+    /// Issues a challenge for a purpose, optionally reserved for a key (Base64) and a user; `issuer` as in
+    /// ``challenge(body:userID:issuer:)``.
+    public func challenge(purpose: String, keyID keyText: String?, userID: String?, issuer: String? = nil) async
+        -> AppAttestHTTPResponse
+    {
         guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(purpose),
             userID.map({ $0.utf8.count <= AppAttestHTTPLimits.maximumUserIDLength }) ?? true
         else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
@@ -201,7 +211,8 @@ public struct AppAttestHTTPOperations: Sendable {
             keyID = parsed
         }
         do {
-            let issued = try await service.issueChallenge(purpose: purpose, keyID: keyID, userID: userID)
+            let issued = try await service.issueChallenge(
+                purpose: purpose, keyID: keyID, userID: userID, issuer: issuer)
             return .json(
                 ChallengeResponse(
                     challenge: AppAttestRequestBinding.base64URL(issued.challenge), expiresAt: issued.expiresAt))
@@ -268,11 +279,15 @@ public struct AppAttestHTTPOperations: Sendable {
         guard let keyID = try? KeyID(base64Encoded: keyText),
             let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize)
         else { return .failure(.malformed("App Attest headers are malformed")) }
-        // The key's bucket is charged only by assertions that verify, so that someone who merely knows a keyId
-        // cannot keep that key rate-limited; an empty bucket still refuses before any work.
-        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.check(keyID.base64EncodedString) {
+        // The key's token is taken before any work, atomically, so that concurrent requests cannot pass beyond the
+        // bucket, and given back when the assertion does not verify, so that someone who merely knows a keyId cannot
+        // keep that key rate-limited.
+        let bucket = keyID.base64EncodedString
+        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.acquire(bucket) {
             return .failure(.rateLimited(retryAfter: retryAfter))
         }
+        var charged = false
+        defer { if !charged { rateLimiter?.release(bucket) } }
         let method = request.method.rawValue, path = request.path ?? "", bodyHash = AppAttestSHA256.hash(body)
         do {
             let clientData: AppAttestClientData
@@ -300,7 +315,7 @@ public struct AppAttestHTTPOperations: Sendable {
             let authenticated = try await service.authenticateAssertion(
                 assertion, clientData: clientData, keyID: keyID,
                 issuingNextChallenge: freshness.mode == .nextChallenge)
-            _ = rateLimiter?.acquire(keyID.base64EncodedString)
+            charged = true
             var response = HTTPFields()
             if let next = authenticated.nextChallenge {
                 response[AppAttestHTTPHeaders.nextChallenge] = AppAttestRequestBinding.base64URL(next.challenge)

@@ -90,8 +90,13 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
             self.init(status: .conflict, code: error.code.name, title: "Replayed or already used")
         case .malformedBinding:
             self.init(status: .badRequest, code: error.code.name, title: "The request cannot be bound")
+        case .invalidUserID:
+            self.init(status: .badRequest, code: error.code.name, title: "The user identifier is not acceptable")
         case .storeUnavailable:
-            self.init(status: .serviceUnavailable, code: error.code.name, title: "App Attest state is unavailable")
+            // The store did not answer (in time): worth a retry soon, on this instance or another.
+            self.init(
+                status: .serviceUnavailable, code: error.code.name, title: "App Attest state is unavailable",
+                retryAfter: 1)
         case .tooManyChallenges:
             self.init(
                 status: .tooManyRequests, code: error.code.name, title: "Too many unused challenges are outstanding")

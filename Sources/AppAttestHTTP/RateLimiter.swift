@@ -79,6 +79,17 @@ public final class AppAttestRateLimiter: Sendable {
         }
     }
 
+    /// Gives back a token taken by ``acquire(_:)`` for a request that turned out not to count (an assertion that
+    /// failed verification): taking first and giving back after makes the charge atomic, so that concurrent requests
+    /// never pass beyond the bucket, while someone who only knows a keyId cannot drain the key's bucket.
+    public func release(_ caller: String) {
+        buckets.withLock { buckets in
+            guard var bucket = buckets[caller] else { return }
+            bucket.tokens = min(burst, bucket.tokens + 1)
+            buckets[caller] = bucket
+        }
+    }
+
     /// The bucket's tokens at `time`, refilled since it was last used.
     private func refilled(_ bucket: Bucket, at time: TimeInterval) -> Double {
         min(burst, bucket.tokens + max(0, time - bucket.updated) * ratePerSecond)

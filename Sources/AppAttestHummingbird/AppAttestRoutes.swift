@@ -63,7 +63,8 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
         let routes = RouteCollection(context: Context.self)
         routes.post("challenge") { request, context in
             try await respond(request, context) { body, userID in
-                await operations.challenge(body: body, userID: userID)
+                // Each caller (by default the client's address) may hold only so many challenges.
+                await operations.challenge(body: body, userID: userID, issuer: caller(request, context))
             }
         }
         routes.post("attestation") { request, context in

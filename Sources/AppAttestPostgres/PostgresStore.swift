@@ -16,6 +16,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     private let client: PostgresClient
     private let logger: Logger
     private let runner = Mutex<Task<Void, Never>?>(nil)
+    /// How long one operation may take before it fails with `StoreError.Code.unavailable` (a database that went away
+    /// otherwise holds each request as long as the system's TCP timeouts, over a minute).
+    public let operationTimeout: Duration
+
+    /// The default ``operationTimeout``: 5 seconds.
+    public static let defaultOperationTimeout: Duration = .seconds(5)
 
     /// Connects with a URL `postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`, runs the
     /// client, and migrates. See ``configuration(url:)`` for TLS.
@@ -24,14 +30,18 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///   - logger: where the client logs.
     ///   - startupTimeout: how long to wait for the database before failing (a database that cannot be reached
     ///     otherwise keeps the pool retrying forever).
+    ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
     /// - Throws: `StoreError.Kind.unavailable` with a message when the URL is not usable or the database does not
     ///   answer in time.
     public static func connect(
-        url: String, logger: Logger = Logger(label: "AppAttestPostgres"), startupTimeout: Duration = .seconds(30)
+        url: String, logger: Logger = Logger(label: "AppAttestPostgres"), startupTimeout: Duration = .seconds(30),
+        operationTimeout: Duration = defaultOperationTimeout
     )
         async throws(StoreError) -> PostgresAppAttestStore
     {
-        try await connect(configuration: try configuration(url: url), logger: logger, startupTimeout: startupTimeout)
+        try await connect(
+            configuration: try configuration(url: url), logger: logger, startupTimeout: startupTimeout,
+            operationTimeout: operationTimeout)
     }
 
     /// The client configuration for a URL, with TLS chosen as libpq's `sslmode` chooses it:
@@ -40,11 +50,14 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     /// |---|---|
     /// | `disable` | no TLS |
     /// | `prefer` (default) | TLS when the server offers it, certificate not verified |
-    /// | `require` | TLS or fail, certificate not verified |
-    /// | `verify-ca` | TLS or fail, certificate chained to `sslrootcert` (or the system's roots) |
+    /// | `require` | TLS or fail, certificate not verified; verified as `verify-ca` when a root file is given |
+    /// | `verify-ca` | TLS or fail, certificate chained to the root file |
     /// | `verify-full` | as `verify-ca`, and the certificate names the host |
     ///
-    /// `sslrootcert` is the path of a PEM file of the CA certificates to trust.
+    /// The root file is `sslrootcert` (a PEM file of the CA certificates to trust), or else
+    /// `~/.postgresql/root.crt` when it exists, as with libpq. `verify-ca` and `verify-full` without either are refused,
+    /// as libpq refuses them. `sslrootcert=system` trusts the system's roots, and only with `verify-full` (the
+    /// default then): a public CA vouches for any name, so a check without the host name would accept any server.
     public static func configuration(url: String) throws(StoreError) -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url),
             ["postgres", "postgresql"].contains(components.scheme ?? ""),
@@ -54,21 +67,38 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let query = Dictionary(
             (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
         var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-        if let root = query["sslrootcert"] {
-            guard FileManager.default.isReadableFile(atPath: root) else {
-                throw StoreError(.unavailable, "sslrootcert: cannot read \(root.prefix(256))")
+        let systemRoots = query["sslrootcert"] == "system"
+        var rootFile = systemRoots ? nil : query["sslrootcert"]
+        if rootFile == nil, !systemRoots, let home = ProcessInfo.processInfo.environment["HOME"] {
+            let defaultFile = "\(home)/.postgresql/root.crt"
+            if FileManager.default.fileExists(atPath: defaultFile) { rootFile = defaultFile }
+        }
+        if let rootFile {
+            guard FileManager.default.isReadableFile(atPath: rootFile) else {
+                throw StoreError(.unavailable, "sslrootcert: cannot read \(rootFile.prefix(256))")
             }
-            tlsConfiguration.trustRoots = .file(root)
+            tlsConfiguration.trustRoots = .file(rootFile)
+        }
+        let mode = query["sslmode"] ?? (systemRoots ? "verify-full" : "prefer")
+        if systemRoots, mode != "verify-full" {
+            throw StoreError(.unavailable, "sslrootcert=system needs sslmode=verify-full")
+        }
+        if ["verify-ca", "verify-full"].contains(mode), rootFile == nil, !systemRoots {
+            throw StoreError(
+                .unavailable,
+                "sslmode=\(mode) needs sslrootcert (a PEM file of the CA certificates to trust, or system with "
+                    + "verify-full)")
         }
         let tls: PostgresClient.Configuration.TLS
-        switch query["sslmode"] ?? "prefer" {
+        switch mode {
         case "disable":
             tls = .disable
         case "prefer", "allow":
             tlsConfiguration.certificateVerification = .none
             tls = .prefer(tlsConfiguration)
         case "require":
-            tlsConfiguration.certificateVerification = .none
+            // libpq: with a root file, require verifies the chain as verify-ca does.
+            tlsConfiguration.certificateVerification = rootFile == nil ? .none : .noHostnameVerification
             tls = .require(tlsConfiguration)
         case "verify-ca":
             tlsConfiguration.certificateVerification = .noHostnameVerification
@@ -90,14 +120,15 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///   - configuration: the client configuration.
     ///   - logger: where the client logs.
     ///   - startupTimeout: how long to wait for the database before failing.
+    ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
     public static func connect(
         configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres"),
-        startupTimeout: Duration = .seconds(30)
+        startupTimeout: Duration = .seconds(30), operationTimeout: Duration = defaultOperationTimeout
     )
         async throws(StoreError) -> PostgresAppAttestStore
     {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let store = PostgresAppAttestStore(client: client, logger: logger)
+        let store = PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
         store.runner.withLock { $0 = Task { await client.run() } }
         // Let the pool's run loop start before the first query leases a connection.
         for _ in 0..<10 { await Task.yield() }
@@ -117,11 +148,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///   - client: your client.
     ///   - logger: where the store logs.
     ///   - startupTimeout: how long to wait for the database before failing.
+    ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
     public static func make(
         client: PostgresClient, logger: Logger = Logger(label: "AppAttestPostgres"),
-        startupTimeout: Duration = .seconds(30)
+        startupTimeout: Duration = .seconds(30), operationTimeout: Duration = defaultOperationTimeout
     ) async throws(StoreError) -> PostgresAppAttestStore {
-        let store = PostgresAppAttestStore(client: client, logger: logger)
+        let store = PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
         try await store.migrate(within: startupTimeout)
         return store
     }
@@ -156,9 +188,10 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         try outcome.get()
     }
 
-    private init(client: PostgresClient, logger: Logger) {
+    private init(client: PostgresClient, logger: Logger, operationTimeout: Duration) {
         self.client = client
         self.logger = logger
+        self.operationTimeout = operationTimeout
     }
 
     /// Stops the client's connection pool (the ``AppAttestStore/AppAttestStore/close()`` of this store).
@@ -174,11 +207,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     deinit { runner.withLock { $0?.cancel() } }
 
-    /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column.
-    static let schemaVersion = 2
+    /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column, 3 the challenges' `issuer`.
+    static let schemaVersion = 3
 
     private func migrate() async throws(StoreError) {
-        try await perform { client, logger in
+        // Bounded by the start-up timeout (migrate(within:)), not the operation timeout.
+        try await perform(bounded: false) { client, logger in
             try await client.withTransaction(logger: logger) { connection in
                 // One migrator at a time across every server that starts against this database.
                 try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
@@ -232,8 +266,29 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 try await connection.query(
                     "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
                 // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
+                var hasSeen = false
+                for try await (exists) in try await connection.query(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'app_attest_keys'::regclass
+                                   AND attname = 'seen' AND NOT attisdropped)
+                    """, logger: logger
+                ).decode(Bool.self) {
+                    hasSeen = exists
+                }
+                if !hasSeen {
+                    try await connection.query(
+                        "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
+                        logger: logger)
+                    // Keys from before the window: which counters below the highest were used is not known, so all
+                    // of them count as used (all 63 bits). Zero would let each be accepted once more.
+                    try await connection.query(
+                        "UPDATE app_attest_keys SET seen = \(AssertionAcceptance.allBelowHighestSeen)", logger: logger)
+                }
+                // Who asked for each challenge, so that what one issuer may hold is bounded.
                 try await connection.query(
-                    "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
+                    "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT", logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
                     logger: logger)
                 try await connection.query("DELETE FROM app_attest_schema", logger: logger)
                 try await connection.query(
@@ -243,16 +298,65 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     }
 
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
-        let challenge = Data(record.challenge), keyID = record.keyID.map { Data($0.rawValue) }
-        let purpose = record.purpose, userID = record.userID, expires = record.expiresAt.timeIntervalSince1970
         _ = try await perform { client, logger in
-            try await client.query(
-                """
-                INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at)
-                VALUES (\(challenge), \(purpose), \(keyID), \(userID), \(expires))
+            try await client.query(try Self.insertion(record), logger: logger)
+        }
+    }
+
+    private static func insertion(_ record: ChallengeRecord) throws -> PostgresQuery {
+        var binds = PostgresBindings(capacity: 6)
+        try binds.append(Data(record.challenge))
+        binds.append(record.purpose)
+        try binds.append(record.keyID.map { Data($0.rawValue) })
+        binds.append(record.userID)
+        binds.append(record.expiresAt.timeIntervalSince1970)
+        binds.append(record.issuer)
+        return PostgresQuery(
+            unsafeSQL: """
+                INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at, issuer)
+                VALUES ($1, $2, $3, $4, $5, $6)
                 ON CONFLICT (challenge) DO UPDATE SET purpose = EXCLUDED.purpose, key_id = EXCLUDED.key_id,
-                    user_id = EXCLUDED.user_id, expires_at = EXCLUDED.expires_at
-                """, logger: logger)
+                    user_id = EXCLUDED.user_id, expires_at = EXCLUDED.expires_at, issuer = EXCLUDED.issuer
+                """, binds: binds)
+    }
+
+    public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
+        async throws(StoreError)
+    {
+        guard record.keyID != nil || record.userID != nil else { return try await insertChallenge(record) }
+        let key = record.keyID.map { Data($0.rawValue) }, userID = record.userID
+        let time = now.timeIntervalSince1970, keep = Int64(max(0, limit - 1))
+        _ = try await perform { client, logger in
+            try await client.withTransaction(logger: logger) { connection in
+                // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored.
+                if let key {
+                    try await connection.query(
+                        """
+                        DELETE FROM app_attest_challenges WHERE challenge IN (
+                            SELECT challenge FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)
+                            ORDER BY expires_at DESC OFFSET \(keep))
+                        """, logger: logger)
+                } else {
+                    try await connection.query(
+                        """
+                        DELETE FROM app_attest_challenges WHERE challenge IN (
+                            SELECT challenge FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)
+                            ORDER BY expires_at DESC OFFSET \(keep))
+                        """, logger: logger)
+                }
+                try await connection.query(try Self.insertion(record), logger: logger)
+            }
+        }
+    }
+
+    public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970
+        return try await perform { client, logger -> Int in
+            let rows = try await client.query(
+                "SELECT COUNT(*) FROM app_attest_challenges WHERE issuer = \(issuer) AND expires_at > \(time)",
+                logger: logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
         }
     }
 
@@ -691,15 +795,22 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     // MARK: Helpers
 
+    /// Runs one operation within ``operationTimeout`` (unless not `bounded`), its errors as `StoreError`.
     private func perform<T: Sendable>(
-        _ body: @Sendable (PostgresClient, Logger) async throws -> T
+        bounded: Bool = true, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
     ) async throws(StoreError) -> T {
-        do { return try await body(client, logger) } catch let error as StoreError { throw error } catch {
-            throw StoreError(.unavailable, "PostgreSQL: \(String(reflecting: error).prefix(500))")
+        let client = client
+        let logger = logger
+        let operation = { @Sendable () async throws(StoreError) -> T in
+            do { return try await body(client, logger) } catch let error as StoreError { throw error } catch {
+                throw StoreError(.unavailable, "PostgreSQL: \(String(reflecting: error).prefix(500))")
+            }
         }
+        guard bounded else { return try await operation() }
+        return try await StoreDeadline.run(operationTimeout, "PostgreSQL", operation)
     }
 
-    private func affected(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+    private func affected(_ query: @escaping @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
         async throws(StoreError) -> Bool
     {
         try await perform { client, logger in
@@ -709,7 +820,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    private func fetchKeys(_ query: @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+    private func fetchKeys(_ query: @escaping @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
         async throws(StoreError) -> [KeyRecord]
     {
         let rows = try await perform { client, logger -> [KeyRow] in

@@ -85,6 +85,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             let columns = try db.columns(in: "keys").map(\.name)
             if !columns.contains("seen") {
                 try db.execute(sql: "ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0")
+                // Keys from before the window: which counters below the highest were used is not known, so all of
+                // them count as used (all 63 bits). Zero would let each be accepted once more once a window is on.
+                try db.execute(sql: "UPDATE keys SET seen = \(AssertionAcceptance.allBelowHighestSeen)")
             }
         }
         migrator.registerMigration("v4") { db in
@@ -113,18 +116,62 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                         """)
             }
         }
+        migrator.registerMigration("v5") { db in
+            // Who asked for each challenge, so that what one issuer may hold is bounded (ChallengeLimits.perIssuer).
+            let columns = try db.columns(in: "challenges").map(\.name)
+            if !columns.contains("issuer") {
+                try db.execute(sql: "ALTER TABLE challenges ADD COLUMN issuer TEXT")
+            }
+            try db.execute(sql: "CREATE INDEX IF NOT EXISTS challenges_issuer ON challenges(issuer)")
+        }
         return migrator
     }
 
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
+        try await write { db in try Self.insert(record, db) }
+    }
+
+    private static func insert(_ record: ChallengeRecord, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO challenges (challenge, purpose, key_id, user_id, expires_at, issuer)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            Data(record.challenge), record.purpose, record.keyID.map { Data($0.rawValue) }, record.userID,
+            record.expiresAt.timeIntervalSince1970, record.issuer,
+        ])
+    }
+
+    public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
+        async throws(StoreError)
+    {
+        let owner: (column: String, value: DatabaseValue)
+        if let keyID = record.keyID {
+            owner = ("key_id", Data(keyID.rawValue).databaseValue)
+        } else if let userID = record.userID {
+            owner = ("user_id", userID.databaseValue)
+        } else {
+            return try await insertChallenge(record)
+        }
         try await write { db in
-            try db.execute(
-                sql:
-                    "INSERT OR REPLACE INTO challenges (challenge, purpose, key_id, user_id, expires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [
-                    Data(record.challenge), record.purpose, record.keyID.map { Data($0.rawValue) }, record.userID,
-                    record.expiresAt.timeIntervalSince1970,
-                ])
+            // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored.
+            try db.cachedStatement(
+                sql: """
+                    DELETE FROM challenges WHERE challenge IN (
+                        SELECT challenge FROM challenges WHERE \(owner.column) = ? AND expires_at > ?
+                        ORDER BY expires_at DESC LIMIT -1 OFFSET ?)
+                    """
+            ).execute(arguments: [owner.value, now.timeIntervalSince1970, max(0, limit - 1)])
+            try Self.insert(record, db)
+        }
+    }
+
+    public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
+        try await read { db -> Int in
+            try Int.fetchOne(
+                try db.cachedStatement(sql: "SELECT COUNT(*) FROM challenges WHERE issuer = ? AND expires_at > ?"),
+                arguments: [issuer, now.timeIntervalSince1970]) ?? 0
         }
     }
 

@@ -83,7 +83,8 @@ public final class AppAttestServer: Sendable {
         } else if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
             let postgres = try await PostgresAppAttestStore.connect(
                 url: configuration.database, logger: logger,
-                startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)))
+                startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)),
+                operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
             store = postgres
             closeStore = { postgres.shutdown() }
         } else {
@@ -98,8 +99,12 @@ public final class AppAttestServer: Sendable {
             let verifier = try AppAttestVerifier(configuration: verifierConfiguration)
             service = AppAttestService(
                 verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds,
+                challengeLimits: .init(perIssuer: configuration.challengesPerCaller),
                 receiptValidator: configuration.validatesAttestationReceipts ? receiptValidator : nil,
-                counterPolicy: .reorderWindow(configuration.counterReorderWindow), now: now)
+                counterPolicy: .reorderWindow(configuration.counterReorderWindow),
+                keyCacheLimits: .init(
+                    capacity: configuration.keyCacheSize, maximumAge: configuration.keyCacheMaxAgeSeconds),
+                now: now)
             if !configuration.validatesAttestationReceipts {
                 logger.warning("testing root without a testing receipt root: attestation receipts are not validated")
             }
@@ -151,15 +156,24 @@ public final class AppAttestServer: Sendable {
     /// The Hummingbird application on the configured host and port.
     ///
     /// Connections are bounded: an idle connection (also one whose request head never completes) is closed after
-    /// `idleTimeoutSeconds`, a request body must arrive within `requestTimeoutSeconds` of its head, and at most
-    /// `maximumConnections` are served at once.
+    /// `idleTimeoutSeconds`, a request body must arrive within `requestTimeoutSeconds` of its head, a connection whose
+    /// client reads no answers for `writeTimeoutSeconds` is closed, at most `maximumPipelinedRequests` are read ahead
+    /// of their answers, a connection lives at most `connectionLifetimeSeconds`, and at most `maximumConnections` are
+    /// served at once.
     public func makeApplication() -> some ApplicationProtocol {
         let requestTimeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeoutSeconds * 1e9))
+        let writeTimeout = TimeAmount.nanoseconds(Int64(configuration.writeTimeoutSeconds * 1e9))
+        let lifetime = TimeAmount.nanoseconds(Int64(configuration.connectionLifetimeSeconds * 1e9))
+        let pipelined = configuration.maximumPipelinedRequests
         return Application(
             router: makeRouter(),
             server: .http1(
                 configuration: .init(
-                    additionalChannelHandlers: [RequestDeadlineHandler(timeout: requestTimeout)],
+                    additionalChannelHandlers: [
+                        RequestDeadlineHandler(timeout: requestTimeout),
+                        ConnectionGuardHandler(
+                            maximumPipelined: pipelined, writeTimeout: writeTimeout, lifetime: lifetime),
+                    ],
                     idleTimeout: .nanoseconds(Int64(configuration.idleTimeoutSeconds * 1e9)))),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "appattest",

@@ -16,13 +16,21 @@ import Foundation
 /// | `maximumBodyBytes` | `APPATTEST_MAX_BODY_BYTES` | request size limit (128 KiB) |
 /// | `rateLimit` | `APPATTEST_RATE_LIMIT` | per caller: `RATE/BURST` requests per second (`1000/2000`) |
 /// | `challengeLifetimeSeconds` | | challenge lifetime (300) |
+/// | `challengesPerCaller` | `APPATTEST_CHALLENGES_PER_CALLER` | unused challenges one caller may hold (50,000) |
 /// | `challengePurgeIntervalSeconds` | `APPATTEST_CHALLENGE_PURGE_INTERVAL` | how often expired challenges are deleted (60) |
 /// | `idleTimeoutSeconds` | `APPATTEST_IDLE_TIMEOUT` | an idle connection is closed after this (60) |
 /// | `requestTimeoutSeconds` | `APPATTEST_REQUEST_TIMEOUT` | a request's head and body must arrive within this (30) |
+/// | `writeTimeoutSeconds` | `APPATTEST_WRITE_TIMEOUT` | a connection whose client reads no answer for this is closed (30) |
+/// | `maximumPipelinedRequests` | `APPATTEST_MAX_PIPELINED` | requests read ahead of their answers per connection (16) |
+/// | `connectionLifetimeSeconds` | `APPATTEST_CONNECTION_LIFETIME` | a connection is closed after this, between requests (3600) |
 /// | `maximumConnections` | `APPATTEST_MAX_CONNECTIONS` | connections served at once; more wait to be accepted (4096) |
 /// | `startupTimeoutSeconds` | `APPATTEST_STARTUP_TIMEOUT` | how long start-up waits for the database (30) |
+/// | `storeTimeoutSeconds` | `APPATTEST_STORE_TIMEOUT` | how long one PostgreSQL operation may take: then 503 (5) |
+/// | `readinessTimeoutSeconds` | `APPATTEST_READINESS_TIMEOUT` | how long `/health/ready` waits for the store (1) |
 /// | `counterReorderWindow` | `APPATTEST_COUNTER_REORDER_WINDOW` | counters accepted in any order, once each (1: strict) |
 /// | `timestampWindowSeconds` | `APPATTEST_TIMESTAMP_WINDOW` | how far a timestamped request may be from now (60) |
+/// | `keyCacheSize` | `APPATTEST_KEY_CACHE_SIZE` | attested keys kept parsed in memory, least recently used evicted (10,000) |
+/// | `keyCacheMaxAgeSeconds` | `APPATTEST_KEY_CACHE_MAX_AGE` | how late another instance's revocation may be seen (30) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -120,15 +128,35 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var idleTimeoutSeconds: Double = 60
     /// A request's head and body must arrive within this many seconds of its first byte (1 to 3600).
     public var requestTimeoutSeconds: Double = 30
+    /// A connection whose answers its client does not read (its socket stays full) for this many seconds is closed
+    /// (1 to 3600).
+    public var writeTimeoutSeconds: Double = 30
+    /// Requests read ahead of their answers on one connection (1 to 1024); further ones wait in the client's socket.
+    public var maximumPipelinedRequests: Int = 16
+    /// A connection is closed after this many seconds, once no request is in progress (1 to 604,800).
+    public var connectionLifetimeSeconds: Double = 3600
     /// Connections served at once (1 to 1,000,000); further ones wait in the listen queue.
     public var maximumConnections: Int = 4096
     /// How long start-up waits for the database before it fails, in seconds (1 to 600).
     public var startupTimeoutSeconds: Double = 30
+    /// How long one PostgreSQL operation may take, in seconds (0.1 to 600): a request whose store operation takes
+    /// longer is answered 503 `storeUnavailable` with `Retry-After`.
+    public var storeTimeoutSeconds: Double = 5
+    /// Unused challenges one caller may hold (1 to 100,000, the server's total): one caller cannot take them all.
+    public var challengesPerCaller: Int = 50_000
+    /// How long `/health/ready` waits for the store, in seconds (0.1 to 60).
+    public var readinessTimeoutSeconds: Double = 1
     /// How many assertion counters, the highest accepted one included, are accepted in any order, each once (1 to 64;
     /// 1, the default, is Apple's strictly increasing rule).
     public var counterReorderWindow: Int = 1
     /// How far the signed time of a timestamped request may be from the server's clock, in seconds (1 to 600).
     public var timestampWindowSeconds: Int = 60
+    /// Attested keys kept parsed in memory, the least recently used evicted first (0 to 10,000,000; 0 turns the cache
+    /// off). Each costs about 1 KiB plus its receipt.
+    public var keyCacheSize: Int = 10_000
+    /// How long a cached key is used as read, in seconds (0 to 3600): the bound on how late a revocation or a receipt
+    /// refresh made through another instance is seen here.
+    public var keyCacheMaxAgeSeconds: Double = 30
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -140,9 +168,11 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
-            challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, maximumConnections,
-            startupTimeoutSeconds, counterReorderWindow, timestampWindowSeconds, testingRootCertificate,
-            testingReceiptRootCertificate, apple
+            challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, writeTimeoutSeconds,
+            maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
+            startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
+            counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds,
+            testingRootCertificate, testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -169,14 +199,32 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Double.self, forKey: .idleTimeoutSeconds) ?? defaults.idleTimeoutSeconds
         requestTimeoutSeconds =
             try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
+        writeTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .writeTimeoutSeconds) ?? defaults.writeTimeoutSeconds
+        maximumPipelinedRequests =
+            try container.decodeIfPresent(Int.self, forKey: .maximumPipelinedRequests)
+            ?? defaults.maximumPipelinedRequests
+        connectionLifetimeSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .connectionLifetimeSeconds)
+            ?? defaults.connectionLifetimeSeconds
         maximumConnections =
             try container.decodeIfPresent(Int.self, forKey: .maximumConnections) ?? defaults.maximumConnections
         startupTimeoutSeconds =
             try container.decodeIfPresent(Double.self, forKey: .startupTimeoutSeconds) ?? defaults.startupTimeoutSeconds
+        challengesPerCaller =
+            try container.decodeIfPresent(Int.self, forKey: .challengesPerCaller) ?? defaults.challengesPerCaller
+        storeTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .storeTimeoutSeconds) ?? defaults.storeTimeoutSeconds
+        readinessTimeoutSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .readinessTimeoutSeconds)
+            ?? defaults.readinessTimeoutSeconds
         counterReorderWindow =
             try container.decodeIfPresent(Int.self, forKey: .counterReorderWindow) ?? defaults.counterReorderWindow
         timestampWindowSeconds =
             try container.decodeIfPresent(Int.self, forKey: .timestampWindowSeconds) ?? defaults.timestampWindowSeconds
+        keyCacheSize = try container.decodeIfPresent(Int.self, forKey: .keyCacheSize) ?? defaults.keyCacheSize
+        keyCacheMaxAgeSeconds =
+            try container.decodeIfPresent(Double.self, forKey: .keyCacheMaxAgeSeconds) ?? defaults.keyCacheMaxAgeSeconds
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)
@@ -184,12 +232,26 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     }
 
     /// Reads a JSON configuration file (at most 1 MiB).
+    ///
+    /// The file can name caller tokens and a root to trust instead of Apple's, so it is read only when nobody else
+    /// could have written or read it: a regular file (not a symbolic link), owned by this process's user, with no
+    /// permission for group or others (`chmod 600`), the checks made on the opened file. A file planted by another
+    /// user is refused, never adopted.
     public static func load(file path: String) throws(ServerConfigurationError) -> ServerConfiguration {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        let bytes: [UInt8]
+        do {
+            guard let read = try SecretFile.read(path, limit: 1024 * 1024) else {
+                throw ServerConfigurationError("cannot read \(path): no such file")
+            }
+            bytes = read
+        } catch let refusal as SecretFile.Refusal {
+            throw ServerConfigurationError(refusal.description)
+        } catch let error as ServerConfigurationError {
+            throw error
+        } catch {
             throw ServerConfigurationError("cannot read \(path)")
         }
-        guard data.count <= 1024 * 1024 else { throw ServerConfigurationError("\(path) is larger than 1 MiB") }
-        do { return try JSONDecoder().decode(ServerConfiguration.self, from: data) } catch {
+        do { return try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
             throw ServerConfigurationError("\(path): \(error)")
         }
     }
@@ -257,7 +319,23 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         if let value = try number("APPATTEST_CHALLENGE_PURGE_INTERVAL") { challengePurgeIntervalSeconds = value }
         if let value = try number("APPATTEST_IDLE_TIMEOUT") { idleTimeoutSeconds = value }
         if let value = try number("APPATTEST_REQUEST_TIMEOUT") { requestTimeoutSeconds = value }
+        if let value = try number("APPATTEST_WRITE_TIMEOUT") { writeTimeoutSeconds = value }
+        if let value = try number("APPATTEST_CONNECTION_LIFETIME") { connectionLifetimeSeconds = value }
+        if let value = environment["APPATTEST_MAX_PIPELINED"] {
+            guard let count = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_MAX_PIPELINED is not a whole number")
+            }
+            maximumPipelinedRequests = count
+        }
         if let value = try number("APPATTEST_STARTUP_TIMEOUT") { startupTimeoutSeconds = value }
+        if let value = try number("APPATTEST_STORE_TIMEOUT") { storeTimeoutSeconds = value }
+        if let value = environment["APPATTEST_CHALLENGES_PER_CALLER"] {
+            guard let count = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_CHALLENGES_PER_CALLER is not a whole number")
+            }
+            challengesPerCaller = count
+        }
+        if let value = try number("APPATTEST_READINESS_TIMEOUT") { readinessTimeoutSeconds = value }
         if let value = environment["APPATTEST_MAX_CONNECTIONS"] {
             guard let count = Int(value) else {
                 throw ServerConfigurationError("APPATTEST_MAX_CONNECTIONS is not a whole number")
@@ -276,6 +354,13 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             }
             timestampWindowSeconds = seconds
         }
+        if let value = environment["APPATTEST_KEY_CACHE_SIZE"] {
+            guard let size = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_KEY_CACHE_SIZE is not a whole number")
+            }
+            keyCacheSize = size
+        }
+        if let value = try number("APPATTEST_KEY_CACHE_MAX_AGE") { keyCacheMaxAgeSeconds = value }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
@@ -318,11 +403,35 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         guard (1...AssertionAcceptance.maximumWindow).contains(counterReorderWindow) else {
             throw ServerConfigurationError("counterReorderWindow must be from 1 to 64")
         }
+        guard (0...10_000_000).contains(keyCacheSize) else {
+            throw ServerConfigurationError("keyCacheSize must be from 0 to 10000000")
+        }
+        guard (0...3600).contains(keyCacheMaxAgeSeconds) else {
+            throw ServerConfigurationError("keyCacheMaxAgeSeconds must be from 0 to 3600")
+        }
+        guard (1...3600).contains(writeTimeoutSeconds) else {
+            throw ServerConfigurationError("writeTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...1024).contains(maximumPipelinedRequests) else {
+            throw ServerConfigurationError("maximumPipelinedRequests must be from 1 to 1024")
+        }
+        guard (1...604_800).contains(connectionLifetimeSeconds) else {
+            throw ServerConfigurationError("connectionLifetimeSeconds must be from 1 to 604800")
+        }
         guard (1...1_000_000).contains(maximumConnections) else {
             throw ServerConfigurationError("maximumConnections must be from 1 to 1000000")
         }
         guard (1...600).contains(startupTimeoutSeconds) else {
             throw ServerConfigurationError("startupTimeoutSeconds must be from 1 to 600")
+        }
+        guard (1...100_000).contains(challengesPerCaller) else {
+            throw ServerConfigurationError("challengesPerCaller must be from 1 to 100000")
+        }
+        guard (0.1...600).contains(storeTimeoutSeconds) else {
+            throw ServerConfigurationError("storeTimeoutSeconds must be from 0.1 to 600")
+        }
+        guard (0.1...60).contains(readinessTimeoutSeconds) else {
+            throw ServerConfigurationError("readinessTimeoutSeconds must be from 0.1 to 60")
         }
         for token in tokens {
             guard token.token.utf8.count >= 16 else {

@@ -40,7 +40,7 @@ extension AppAttestServer {
                 let needed: ServerConfiguration.Permission =
                     body.purpose == AppAttestService.Purpose.attestation ? .register : .verify
                 if let refusal = Self.refusal(context, needed) { return refusal }
-                return await self.challenge(body)
+                return await self.challenge(body, caller: context.scope)
             }
         }
         v1.post("attestations") { request, context in
@@ -217,9 +217,17 @@ extension AppAttestServer {
 
     // MARK: Operations
 
-    func challenge(_ body: AppAttestHTTPOperations.ChallengeRequest) async -> AppAttestHTTPResponse {
+    func challenge(_ body: AppAttestHTTPOperations.ChallengeRequest, caller: Caller?) async -> AppAttestHTTPResponse {
         guard let operations else { return .problem(Self.notConfigured) }
-        return await operations.challenge(purpose: body.purpose, keyID: body.keyId, userID: body.userId)
+        // A caller limited to some App IDs reserves challenges only for keys it can see (404 otherwise, as its GET
+        // answers), so that it cannot fill another app's keys' challenges.
+        if let keyText = body.keyId, let keyID = try? KeyID(base64Encoded: keyText),
+            let refusal = await outOfScope(keyID, caller)
+        {
+            return .problem(refusal)
+        }
+        return await operations.challenge(
+            purpose: body.purpose, keyID: body.keyId, userID: body.userId, issuer: caller.map { "caller:\($0.name)" })
     }
 
     func attestation(_ body: AppAttestHTTPOperations.AttestationRequest, caller: Caller?) async -> AppAttestHTTPResponse
@@ -327,8 +335,14 @@ extension AppAttestServer {
     func health() async -> Response {
         // A read proves the store answers; the key cannot exist (all zeros is not SHA-256 of a point in practice).
         let probe = try! KeyID(rawValue: [UInt8](repeating: 0, count: 32))
+        // A shorter deadline than requests get: a load balancer's probe must learn quickly that this instance
+        // cannot serve, and not hold a connection while the store's own deadline runs out.
+        let store = store
+        let deadline = Duration.nanoseconds(Int64(configuration.readinessTimeoutSeconds * 1e9))
         do {
-            _ = try await store.key(probe)
+            _ = try await StoreDeadline.run(deadline, "the store") { () async throws(StoreError) -> KeyRecord? in
+                try await store.key(probe)
+            }
             return Response(.json(["status": "ok", "store": "ok"]))
         } catch {
             return Response(.json(["status": "unavailable", "store": "unavailable"], status: .serviceUnavailable))

@@ -34,12 +34,15 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// The key's environment is no longer allowed for its App ID (the configuration changed since it was
         /// attested): its assertions are refused.
         public static let environmentNotAllowed = Code("environmentNotAllowed")
-        /// Too many unused challenges are outstanding for this key, this user, or in all
-        /// (``AppAttestService/ChallengeLimits``).
+        /// Too many unused challenges are outstanding for this issuer, or in all (``AppAttestService/ChallengeLimits``).
         public static let tooManyChallenges = Code("tooManyChallenges")
         /// The client data's binding is malformed: a method or path that cannot be bound, a challenge of a size the
         /// service never issues, client data too large (``AppAttestClientData``).
         public static let malformedBinding = Code("malformedBinding")
+        /// The user identifier is empty, longer than ``AppAttestService/maximumUserIDLength`` bytes, or holds a
+        /// control character (U+0000–U+001F, U+007F–U+009F): stores would disagree on such an identifier (SQLite ends
+        /// a text at NUL).
+        public static let invalidUserID = Code("invalidUserID")
     }
 
     /// The reason.
@@ -110,7 +113,7 @@ public struct AppAttestService: Sendable {
     /// Which assertion counters are accepted.
     public let counterPolicy: CounterPolicy
     private let now: @Sendable () -> Date
-    private let keyCache = KeyCache()
+    private let keyCache: KeyCache
     private let batcher: AcceptanceBatcher
 
     /// Which assertion counters a key may present (<doc:RunningTheVerificationService>, “Counters”).
@@ -137,21 +140,49 @@ public struct AppAttestService: Sendable {
     /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
     /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
     public struct ChallengeLimits: Sendable, Hashable {
-        /// Reserved for one key.
+        /// Reserved for one key: a new one replaces the key's oldest beyond this.
         public var perKey: Int
-        /// Reserved for one user.
+        /// Reserved for one user: a new one replaces the user's oldest beyond this.
         public var perUser: Int
-        /// In all (challenges reserved for nobody are bounded by this alone).
+        /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:)``), so that one caller or address
+        /// cannot take the whole ``total`` and lock everyone else out.
+        public var perIssuer: Int
+        /// In all, reserved or not.
         public var total: Int
 
         /// - Parameters:
         ///   - perKey: reserved for one key (16 by default).
         ///   - perUser: reserved for one user (64 by default).
+        ///   - perIssuer: held by one issuer (1,000 by default).
         ///   - total: in all (100,000 by default).
-        public init(perKey: Int = 16, perUser: Int = 64, total: Int = 100_000) {
+        public init(perKey: Int = 16, perUser: Int = 64, perIssuer: Int = 1_000, total: Int = 100_000) {
             self.perKey = perKey
             self.perUser = perUser
+            self.perIssuer = perIssuer
             self.total = total
+        }
+    }
+
+    /// How many attested keys the service keeps parsed in memory, and for how long
+    /// (<doc:RunningTheVerificationService>, “The key cache”).
+    ///
+    /// A cached key saves the store's read and the key's parsing on the next assertion; the store stays the
+    /// authority on counters and revocations, so the age bounds only how late this process sees a revocation or a
+    /// receipt made by another one (its own show at once). A full cache evicts its least recently used key, one per
+    /// new key, in constant time. Each entry holds the key's record (its receipt included: about 1 KiB plus the
+    /// receipt, which is up to about 4 KiB for a real device) and its parsed public key.
+    public struct KeyCacheLimits: Sendable, Hashable {
+        /// The most keys kept (0 turns the cache off).
+        public var capacity: Int
+        /// The most seconds a key is used as read, before the store is read again.
+        public var maximumAge: TimeInterval
+
+        /// - Parameters:
+        ///   - capacity: the most keys kept (10,000 by default; 0 turns the cache off; negative values are 0).
+        ///   - maximumAge: seconds a key is used as read (30 by default, at least 0).
+        public init(capacity: Int = 10_000, maximumAge: TimeInterval = 30) {
+            self.capacity = max(0, capacity)
+            self.maximumAge = maximumAge.isFinite ? max(0, maximumAge) : 0
         }
     }
 
@@ -163,12 +194,15 @@ public struct AppAttestService: Sendable {
     ///   - challengeLimits: how many unused challenges may be outstanding.
     ///   - receiptValidator: validates the receipt of each new attestation when given.
     ///   - counterPolicy: which assertion counters are accepted (strictly increasing by default).
+    ///   - keyCacheLimits: how many parsed keys are kept in memory, and for how long.
     ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
         challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
-        counterPolicy: CounterPolicy = .strictlyIncreasing, now: @escaping @Sendable () -> Date = { Date() }
+        counterPolicy: CounterPolicy = .strictlyIncreasing, keyCacheLimits: KeyCacheLimits = KeyCacheLimits(),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.keyCache = KeyCache(limits: keyCacheLimits)
         self.counterPolicy = counterPolicy
         self.batcher = AcceptanceBatcher(store: store)
         self.verifier = verifier
@@ -182,6 +216,21 @@ public struct AppAttestService: Sendable {
     /// The size of issued challenges, above Apple's 16-byte minimum (“Verifying assertions and counters”).
     public static let challengeSize = 32
 
+    /// The longest user identifier accepted, in bytes of UTF-8.
+    public static let maximumUserIDLength = 256
+
+    /// Refuses a user identifier that every store could not keep as it is (<doc:RunningTheVerificationService>).
+    static func checkUserID(_ userID: String?) throws(AppAttestServiceError) {
+        guard let userID else { return }
+        guard !userID.isEmpty, userID.utf8.count <= maximumUserIDLength else {
+            throw AppAttestServiceError(
+                .invalidUserID, "a user identifier has 1 to \(maximumUserIDLength) bytes, not \(userID.utf8.count)")
+        }
+        guard !userID.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+            throw AppAttestServiceError(.invalidUserID, "a user identifier holds a control character")
+        }
+    }
+
     /// ``challengeSize`` bytes from the system's cryptographic generator.
     static func randomChallenge() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
@@ -189,30 +238,64 @@ public struct AppAttestService: Sendable {
     }
 
     /// Issues a one-time challenge.
+    ///
+    /// Every outstanding challenge counts against ``ChallengeLimits/total``, and those of one `issuer` against
+    /// ``ChallengeLimits/perIssuer``: beyond either, ``AppAttestServiceError/Code/tooManyChallenges``. A challenge
+    /// reserved for a key or a user never fails for that key's or user's limit: it replaces their oldest outstanding
+    /// one, so that nobody can lock a device out of challenges by asking for them in its name. A challenge is reserved
+    /// only for a registered key that is not revoked.
     /// - Parameters:
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
-    ///   - keyID: reserve it for one key (assertions).
+    ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.
     ///   - userID: reserve it for one user.
-    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil)
+    ///   - issuer: who asks (a caller's name, a client's address), to bound what one issuer may hold; nil for none.
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `invalidUserID`, `tooManyChallenges`,
+    ///   `storeUnavailable`.
+    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil, issuer: String? = nil)
         async throws(AppAttestServiceError)
         -> IssuedChallenge
     {
+        try Self.checkUserID(userID)
         let time = now()
-        let (limit, scope) =
-            keyID != nil
-            ? (challengeLimits.perKey, "this key")
-            : userID != nil ? (challengeLimits.perUser, "this user") : (challengeLimits.total, "this server")
-        let outstanding = try await run { () async throws(StoreError) -> Int in
-            try await store.outstandingChallenges(keyID: keyID, userID: userID, now: time)
+        if let keyID {
+            // Reservations are for keys that can use them: an unknown key's would only fill the store.
+            let record: KeyRecord?
+            if let cached = keyCache.entry(keyID) {
+                record = cached.record
+            } else {
+                record = try await run { () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }
+            }
+            guard let record else { throw AppAttestServiceError(.unknownKey, "no key \(keyID)") }
+            guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
         }
-        guard outstanding < limit else {
-            throw AppAttestServiceError(.tooManyChallenges, "\(limit) unused challenges are outstanding for \(scope)")
+        let total = try await run { () async throws(StoreError) -> Int in
+            try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
+        }
+        guard total < challengeLimits.total else {
+            throw AppAttestServiceError(
+                .tooManyChallenges, "\(challengeLimits.total) unused challenges are outstanding on this server")
+        }
+        if let issuer {
+            let held = try await run { () async throws(StoreError) -> Int in
+                try await store.outstandingChallenges(issuer: issuer, now: time)
+            }
+            guard held < challengeLimits.perIssuer else {
+                throw AppAttestServiceError(
+                    .tooManyChallenges, "\(challengeLimits.perIssuer) unused challenges are outstanding for this caller"
+                )
+            }
         }
         let bytes = Self.randomChallenge()
         let expiresAt = time.addingTimeInterval(challengeLifetime)
+        let record = ChallengeRecord(
+            challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt, issuer: issuer)
+        let limit = keyID != nil ? challengeLimits.perKey : challengeLimits.perUser
         try await run { () async throws(StoreError) in
-            try await store.insertChallenge(
-                ChallengeRecord(challenge: bytes, purpose: purpose, keyID: keyID, userID: userID, expiresAt: expiresAt))
+            if keyID != nil || userID != nil {
+                try await store.insertChallenge(record, keepingAtMost: max(1, limit), now: time)
+            } else {
+                try await store.insertChallenge(record)
+            }
         }
         return IssuedChallenge(challenge: bytes, expiresAt: expiresAt)
     }
@@ -222,6 +305,7 @@ public struct AppAttestService: Sendable {
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
     ) async throws(AppAttestServiceError) -> KeyRecord {
+        try Self.checkUserID(userID)
         try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
         let attested: VerifiedAttestation
         do { attested = try verifier.verifyAttestation(attestationObject, keyID: keyID, challenge: challenge) } catch {
@@ -264,7 +348,8 @@ public struct AppAttestService: Sendable {
     ///     (``AppAttestClientData``); the challenge must have been issued for ``Purpose/assertion``.
     ///   - keyID: the key the app says signed it.
     ///   - issuingNextChallenge: also issue a challenge reserved for this key, stored in the same transaction as the
-    ///     counter, for the app's next request (``AuthenticatedAssertion/nextChallenge``).
+    ///     counter, for the app's next request (``AuthenticatedAssertion/nextChallenge``). Only a request that
+    ///     consumes a challenge gets one, so that a key's outstanding challenges never grow past its limit.
     /// - Throws: ``AppAttestServiceError``.
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
@@ -336,7 +421,7 @@ public struct AppAttestService: Sendable {
             use = .init(challenge: challenge, purpose: Purpose.assertion, userID: entry.record.userID, now: now())
         }
         var next: ChallengeRecord?
-        if issuingNextChallenge {
+        if issuingNextChallenge, use != nil {
             // Reserved for this key, and replacing the one consumed: the key's outstanding challenges do not grow.
             next = ChallengeRecord(
                 challenge: Self.randomChallenge(), purpose: Purpose.assertion, keyID: keyID, userID: nil,
@@ -409,7 +494,8 @@ public struct AppAttestService: Sendable {
 
     /// The keys of a user (reinstalls and restores rotate keys, so a user may have several, “Security model”).
     public func keys(forUser userID: String) async throws(AppAttestServiceError) -> [KeyRecord] {
-        try await run { () async throws(StoreError) -> [KeyRecord] in try await store.keys(forUser: userID) }
+        try Self.checkUserID(userID)
+        return try await run { () async throws(StoreError) -> [KeyRecord] in try await store.keys(forUser: userID) }
     }
 
     /// Deletes expired challenges.
@@ -445,74 +531,5 @@ public struct AppAttestService: Sendable {
         do { return try await body() } catch {
             throw AppAttestServiceError(.storeUnavailable, error.description)
         }
-    }
-}
-
-/// Keys as last read, with their parsed points, for at most ``maximumAge`` seconds (so that a receipt refreshed or
-/// a key revoked by another process shows within that time; this process's own changes show at once) and at most
-/// ``limit`` entries. Only an optimisation: the store's atomic update is the authority on counters and revocation.
-final class KeyCache: Sendable {
-    /// A key as read: its record (whose counter is the one read), its parsed point, and when it was read. Shared by
-    /// reference, so that a lookup copies one reference, not the record's fields.
-    final class Key: Sendable {
-        let record: KeyRecord
-        let publicKey: AttestedPublicKey
-        let fetchedAt: TimeInterval
-
-        init(record: KeyRecord, publicKey: AttestedPublicKey, fetchedAt: TimeInterval) {
-            self.record = record
-            self.publicKey = publicKey
-            self.fetchedAt = fetchedAt
-        }
-    }
-
-    /// A cached key and the highest counter this process knows for it.
-    struct Entry: Sendable {
-        let key: Key
-        var counter: UInt32
-
-        var record: KeyRecord { key.record }
-        var publicKey: AttestedPublicKey { key.publicKey }
-    }
-
-    private let entries = Mutex<[KeyID: Entry]>([:])
-    static let limit = 10_000
-    static let maximumAge: TimeInterval = 30
-
-    private static var uptime: TimeInterval { ProcessInfo.processInfo.systemUptime }
-
-    func entry(_ keyID: KeyID) -> Entry? {
-        let now = Self.uptime
-        return entries.withLock { entries in
-            guard let entry = entries[keyID] else { return nil }
-            guard now - entry.key.fetchedAt < Self.maximumAge else {
-                entries[keyID] = nil
-                return nil
-            }
-            return entry
-        }
-    }
-
-    @discardableResult
-    func insert(_ record: KeyRecord, publicKey: AttestedPublicKey) -> Entry {
-        let entry = Entry(
-            key: Key(record: record, publicKey: publicKey, fetchedAt: Self.uptime), counter: record.counter)
-        entries.withLock { entries in
-            if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
-            entries[record.keyID] = entry
-        }
-        return entry
-    }
-
-    /// Records a counter this process stored, so that its own replays are refused before the store is asked.
-    func advance(_ keyID: KeyID, to counter: UInt32) {
-        entries.withLock { entries in
-            guard let index = entries.index(forKey: keyID) else { return }
-            if entries.values[index].counter < counter { entries.values[index].counter = counter }
-        }
-    }
-
-    func remove(_ keyID: KeyID) {
-        _ = entries.withLock { $0.removeValue(forKey: keyID) }
     }
 }

@@ -76,17 +76,32 @@ public struct AppAttestClientData: Sendable, Hashable {
     }
 
     /// The app's own client data; a bound `challenge` must be its first bytes.
+    ///
+    /// Data that begins with either canonical binding's domain (``AppAttestRequestBinding/domain`` or
+    /// ``AppAttestRequestBinding/timestampedDomain``, each followed by `0x00`) is refused: such an assertion was made
+    /// for a bound request, and redeeming it as opaque data would skip what that binding checks (its challenge, its
+    /// timestamp's freshness).
     /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` when the data is longer than
-    ///   ``maximumOpaqueLength`` or the challenge is empty or longer than ``maximumChallengeLength``.
+    ///   ``maximumOpaqueLength``, begins with a canonical binding's domain, or the challenge is empty or longer than
+    ///   ``maximumChallengeLength``.
     public static func opaque(_ bytes: [UInt8], challenge: [UInt8]? = nil) throws(AppAttestServiceError)
         -> AppAttestClientData
     {
         guard bytes.count <= maximumOpaqueLength else {
             throw AppAttestServiceError(.malformedBinding, "client data of \(bytes.count) bytes exceeds 65536")
         }
+        guard !canonicalDomains.contains(where: { bytes.starts(with: $0) }) else {
+            throw AppAttestServiceError(
+                .malformedBinding, "opaque client data begins with a canonical request binding's domain")
+        }
         if let challenge { try checkChallenge(challenge) }
         return AppAttestClientData(bytes: bytes, challenge: challenge, challengeOffset: 0)
     }
+
+    /// The first bytes of the two canonical layouts: a domain and its terminating `0x00`.
+    private static let canonicalDomains: [[UInt8]] = [
+        Array(AppAttestRequestBinding.domain.utf8) + [0], Array(AppAttestRequestBinding.timestampedDomain.utf8) + [0],
+    ]
 
     private static func checkChallenge(_ challenge: [UInt8]) throws(AppAttestServiceError) {
         guard !challenge.isEmpty, challenge.count <= maximumChallengeLength else {

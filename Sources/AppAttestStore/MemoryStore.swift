@@ -15,6 +15,25 @@ public actor MemoryAppAttestStore: AppAttestStore {
         challenges[record.challenge] = record
     }
 
+    public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) throws(StoreError) {
+        let sameOwner: (ChallengeRecord) -> Bool
+        if let keyID = record.keyID {
+            sameOwner = { $0.keyID == keyID }
+        } else if let userID = record.userID {
+            sameOwner = { $0.userID == userID }
+        } else {
+            return try insertChallenge(record)
+        }
+        let outstanding = challenges.values.filter { sameOwner($0) && $0.expiresAt > now }
+            .sorted { $0.expiresAt > $1.expiresAt }
+        for old in outstanding.dropFirst(max(0, limit - 1)) { challenges.removeValue(forKey: old.challenge) }
+        challenges[record.challenge] = record
+    }
+
+    public func outstandingChallenges(issuer: String, now: Date) throws(StoreError) -> Int {
+        challenges.values.reduce(0) { $1.issuer == issuer && $1.expiresAt > now ? $0 + 1 : $0 }
+    }
+
     public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
         throws(StoreError) -> ChallengeRecord?
     {

@@ -13,14 +13,20 @@ public struct ChallengeRecord: Sendable, Hashable {
     public var userID: String?
     /// When it stops being usable.
     public var expiresAt: Date
+    /// Who asked for it (a caller's name, a client's address), so that what one issuer may hold is bounded
+    /// (``AppAttestService/ChallengeLimits/perIssuer``); nil when not known. Stored, not returned by reads.
+    public var issuer: String?
 
     /// A challenge record.
-    public init(challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?, expiresAt: Date) {
+    public init(
+        challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?, expiresAt: Date, issuer: String? = nil
+    ) {
         self.challenge = challenge
         self.purpose = purpose
         self.keyID = keyID
         self.userID = userID
         self.expiresAt = expiresAt
+        self.issuer = issuer
     }
 }
 
@@ -163,6 +169,10 @@ public struct AssertionAcceptance: Sendable, Hashable {
     /// The largest window: the highest counter and the 63 below it (one 63-bit mask beside the counter).
     public static let maximumWindow = 64
 
+    /// The window's mask of a key whose history below its highest counter is not known (a key stored before the
+    /// window existed): every counter below the highest counts as used, all 63 bits set.
+    package static let allBelowHighestSeen = Int64.max
+
     /// ``window`` as the stores apply it: at least 1 (strictly increasing), at most ``maximumWindow``.
     package var boundedWindow: Int { Self.bounded(window) }
 
@@ -271,6 +281,15 @@ public protocol AppAttestStore: Sendable {
     /// How many challenges that expire after `now` are reserved for `keyID` (when given), else for `userID` (when
     /// given), else in all.
     func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int
+
+    /// How many challenges that expire after `now` were issued to `issuer` (``ChallengeRecord/issuer``).
+    func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int
+
+    /// Stores a new challenge reserved for a key (else for a user), first deleting that key's (user's) oldest
+    /// unexpired challenges so that, with this one, at most `limit` are outstanding for it; in one transaction. A new
+    /// challenge never fails for a key's or a user's limit, so that nobody else can lock a device out of challenges by
+    /// asking for them; a record reserved for neither is stored as ``insertChallenge(_:)`` stores it.
+    func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError)
 
     /// Deletes challenges that expired before `now`; returns how many.
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int

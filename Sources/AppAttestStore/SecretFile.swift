@@ -40,12 +40,21 @@ package enum SecretFile {
     }
 
     /// Creates an empty file 0600 at `path` unless one exists (a database about to be opened); an existing one of
-    /// this user's that others could read or write is narrowed to 0600.
+    /// this user's that others could read or write is narrowed to 0600. An existing file owned by another user, or
+    /// that is not a regular file, is refused: a database planted by someone else is never adopted.
     package static func createIfMissing(_ path: String) throws(Refusal) {
         let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
             close(descriptor)
         } else if errno == EEXIST {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { throw Refusal(description: "cannot open \(path): \(errorText())") }
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                throw Refusal(description: "\(path) is not a regular file (a symbolic link?): refusing to use it")
+            }
+            guard info.st_uid == geteuid() else {
+                throw Refusal(description: "\(path) belongs to another user: refusing to use it")
+            }
             narrow(path)
         } else {
             throw Refusal(description: "cannot create \(path): \(errorText())")
@@ -63,14 +72,24 @@ package enum SecretFile {
 
     /// The bytes of an existing secret file, or nil when there is none. The file must be a regular file (not a
     /// link), owned by this process's user, and neither readable nor writable by others.
+    ///
+    /// The checks are made on the opened descriptor (`fstat`), never on the path before opening it, so that a file
+    /// swapped in between the check and the read cannot be read in its place.
     package static func read(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
+        // O_NONBLOCK: a FIFO planted at the path must not block the open; O_NOFOLLOW: a symbolic link is refused.
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
             if errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw Refusal(description: "\(path) is a symbolic link: refusing to use it")
+            }
             throw Refusal(description: "cannot read \(path): \(errorText())")
         }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw Refusal(description: "\(path) is not a regular file (a symbolic link?): refusing to use it")
+            throw Refusal(description: "\(path) is not a regular file: refusing to use it")
         }
         guard info.st_uid == geteuid() else {
             throw Refusal(description: "\(path) belongs to another user: refusing to use it")
@@ -79,9 +98,6 @@ package enum SecretFile {
             throw Refusal(description: "\(path) is readable or writable by others: chmod 600 it, or remove it")
         }
         guard info.st_size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
-        defer { close(descriptor) }
         var bytes = [UInt8](repeating: 0, count: limit + 1)
         var total = 0
         while total <= limit {

@@ -18,6 +18,10 @@ public struct UnavailableAppAttestStore: AppAttestStore {
     public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
         throw fail()
     }
+    public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int { throw fail() }
+    public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
+        async throws(StoreError)
+    { throw fail() }
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
     public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }

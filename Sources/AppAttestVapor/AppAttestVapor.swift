@@ -143,7 +143,11 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
     public func boot(routes: any RoutesBuilder) throws {
         let group = routes.grouped(PathComponent(stringLiteral: path))
         group.on(.POST, "challenge", body: .stream) { request async -> Response in
-            await respond(request) { body in await operations.challenge(body: body, userID: userID(request)) }
+            await respond(request) { body in
+                // Each client address may hold only so many challenges (ChallengeLimits.perIssuer).
+                await operations.challenge(
+                    body: body, userID: userID(request), issuer: request.remoteAddress?.ipAddress ?? "anonymous")
+            }
         }
         group.on(.POST, "attestation", body: .stream) { request async -> Response in
             await respond(request) { body in await operations.attestation(body: body, userID: userID(request)) }

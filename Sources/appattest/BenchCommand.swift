@@ -2,6 +2,7 @@ import AppAttest
 import AppAttestCrypto
 import AppAttestVectors
 import ArgumentParser
+import Crypto
 import Foundation
 import Synchronization
 
@@ -21,17 +22,20 @@ struct BenchCommand: AsyncParsableCommand {
     )
 }
 
-/// `appattest bench verify`: verification rates on real vectors, beside OpenSSL's raw P-256 and P-384 rates measured
-/// in the same run, on one thread or several sharing one verifier.
+/// `appattest bench verify`: verification rates on real vectors, beside the raw P-256 rates of swift-crypto (which
+/// assertions use) and OpenSSL, and OpenSSL's raw P-384 rate (which attestations use), measured in the same run, on
+/// one thread or several sharing one verifier.
 struct BenchVerify: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Measure attestation and assertion verifications per second, on one thread or several.",
         discussion: """
             Uses a real attestation and a real assertion from the vector file, and measures in the same run the \
-            raw OpenSSL rates they are bounded by (one initialised EVP_PKEY_CTX, precomputed digest: what `openssl \
-            speed ecdsap256` and `ecdsap384` measure): P-256 for assertions, P-384 (the credCert's signature, by \
-            the intermediate's key) for attestations. With --threads N, one shared verifier runs on N threads at \
+            raw rates they are bounded by, on the same signatures: swift-crypto's P-256 verify (the key and the \
+            signature parsed once, the digest computed beforehand), which assertions use; OpenSSL's P-256 verify \
+            for comparison; and OpenSSL's P-384 verify of the credCert's signature by the intermediate's key, which \
+            attestations use (one initialised EVP_PKEY_CTX, precomputed digest: what `openssl speed ecdsap256` and \
+            `ecdsap384` measure). With --threads N, one shared verifier runs on N threads at \
             once and the one-thread figures are measured too, so the scaling is reported from the same run. Build \
             with `-c release` for meaningful figures.
             """
@@ -53,6 +57,7 @@ struct BenchVerify: ParsableCommand {
     struct Figures {
         var attestations: Double
         var assertions: Double
+        var swiftCryptoP256: Double
         var opensslP256: Double
         var opensslP384: Double
     }
@@ -111,6 +116,21 @@ struct BenchVerify: ParsableCommand {
             _ = RawOpenSSLBenchmark.verifyLoop(key: rawKey, signature: signature, digest: digest, iterations: 64)
         }
 
+        // Raw swift-crypto P-256: the same key and signature, each parsed once, SHA-256(nonce) computed beforehand.
+        let swiftCryptoKey = try P256.Signing.PublicKey(x963Representation: assertion.publicKey!)
+        let swiftCryptoSignature = try P256.Signing.ECDSASignature(derRepresentation: signature)
+        let swiftCryptoDigest = Crypto.SHA256.hash(data: nonce)
+        guard swiftCryptoKey.isValidSignature(swiftCryptoSignature, for: swiftCryptoDigest) else {
+            throw ValidationError("the raw swift-crypto baseline does not verify the vector's signature")
+        }
+        let swiftCryptoP256: @Sendable () throws -> Void = {
+            var valid = 0
+            for _ in 0..<64 where swiftCryptoKey.isValidSignature(swiftCryptoSignature, for: swiftCryptoDigest) {
+                valid += 1
+            }
+            guard valid == 64 else { throw ValidationError("swift-crypto refused a signature it had verified") }
+        }
+
         // Raw OpenSSL P-384: the credCert's signature by the intermediate's key, digest precomputed.
         let chain = try AttestationObject(cborEncoded: object).certificateChain
         let rawP384Benchmark = try RawOpenSSLBenchmark.P384CertificateSignature(
@@ -121,7 +141,7 @@ struct BenchVerify: ParsableCommand {
         // figures with the N-thread ones), so that a machine whose speed drifts (frequency, other tenants) affects
         // the figures of a ratio alike.
         let workloads: [(batch: Int, body: @Sendable () throws -> Void)] = [
-            (1, attest), (1, assert), (64, rawP256), (16, rawP384),
+            (1, attest), (1, assert), (64, swiftCryptoP256), (64, rawP256), (16, rawP384),
         ]
         let threadCounts = threads > 1 ? [1, threads] : [1]
         var totals = [[(count: Int, seconds: Double)]](
@@ -144,7 +164,9 @@ struct BenchVerify: ParsableCommand {
         }
         func figures(_ row: Int) -> Figures {
             let rates = totals[row].map { Double($0.count) / $0.seconds }
-            return Figures(attestations: rates[0], assertions: rates[1], opensslP256: rates[2], opensslP384: rates[3])
+            return Figures(
+                attestations: rates[0], assertions: rates[1], swiftCryptoP256: rates[2], opensslP256: rates[3],
+                opensslP384: rates[4])
         }
         let one = figures(0)
         let many = threads > 1 ? figures(1) : nil
@@ -155,8 +177,10 @@ struct BenchVerify: ParsableCommand {
                 "threads": threads,
                 "attestationsPerSecond": one.attestations.rounded(),
                 "assertionsPerSecond": one.assertions.rounded(),
+                "swiftCryptoP256VerifiesPerSecond": one.swiftCryptoP256.rounded(),
                 "opensslP256VerifiesPerSecond": one.opensslP256.rounded(),
                 "opensslP384VerifiesPerSecond": one.opensslP384.rounded(),
+                "assertionToSwiftCryptoRatio": rounded(one.assertions / one.swiftCryptoP256),
                 "assertionToOpenSSLRatio": rounded(one.assertions / one.opensslP256),
                 "attestationToOpenSSLP384Ratio": rounded(one.attestations / one.opensslP384),
                 "secondsPerMeasurement": seconds,
@@ -168,6 +192,7 @@ struct BenchVerify: ParsableCommand {
                     "threads": threads,
                     "attestationsPerSecond": many.attestations.rounded(),
                     "assertionsPerSecond": many.assertions.rounded(),
+                    "swiftCryptoP256VerifiesPerSecond": many.swiftCryptoP256.rounded(),
                     "opensslP256VerifiesPerSecond": many.opensslP256.rounded(),
                     "opensslP384VerifiesPerSecond": many.opensslP384.rounded(),
                     "attestationScaling": rounded(many.attestations / one.attestations),
@@ -180,9 +205,15 @@ struct BenchVerify: ParsableCommand {
             print("one thread")
             print("attestation  \(attestation.id): \(Int(one.attestations.rounded()))/s")
             print("assertion    \(assertion.id): \(Int(one.assertions.rounded()))/s (parsed key reused)")
+            print("swift-crypto raw P-256 verify: \(Int(one.swiftCryptoP256.rounded()))/s")
             print("openssl      raw P-256 verify: \(Int(one.opensslP256.rounded()))/s")
             print("openssl      raw P-384 verify: \(Int(one.opensslP384.rounded()))/s")
-            print("ratio        assertion / raw P-256: \(String(format: "%.3f", one.assertions / one.opensslP256))")
+            print(
+                "ratio        assertion / swift-crypto raw P-256: \(String(format: "%.3f", one.assertions / one.swiftCryptoP256))"
+            )
+            print(
+                "ratio        assertion / OpenSSL raw P-256: \(String(format: "%.3f", one.assertions / one.opensslP256))"
+            )
             print("ratio        attestation / raw P-384: \(String(format: "%.3f", one.attestations / one.opensslP384))")
             if let many {
                 print("\(threads) threads, one shared verifier")
@@ -191,6 +222,9 @@ struct BenchVerify: ParsableCommand {
                 )
                 print(
                     "assertion    \(Int(many.assertions.rounded()))/s (\(String(format: "%.2f", many.assertions / one.assertions))×)"
+                )
+                print(
+                    "swift-crypto raw P-256 \(Int(many.swiftCryptoP256.rounded()))/s (\(String(format: "%.2f", many.swiftCryptoP256 / one.swiftCryptoP256))×)"
                 )
                 print(
                     "openssl      raw P-256 \(Int(many.opensslP256.rounded()))/s, raw P-384 \(Int(many.opensslP384.rounded()))/s"

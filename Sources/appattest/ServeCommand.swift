@@ -77,10 +77,16 @@ struct ServeCommand: AsyncParsableCommand {
     /// The file (if any), then the environment, then the options.
     func loadConfiguration(logger: Logger) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
-        let file = config ?? (FileManager.default.fileExists(atPath: "appattest.json") ? "appattest.json" : nil)
-        if let file {
+        let implicit = config == nil && FileManager.default.fileExists(atPath: "appattest.json")
+        if let file = config ?? (implicit ? "appattest.json" : nil) {
             configuration = try ServerConfiguration.load(file: file)
-            logger.info("configuration read from \(file)")
+            if implicit {
+                // Picked up because it was there: say so, so that a file nobody meant to use is noticed.
+                logger.warning(
+                    "configuration read from appattest.json in the working directory, which --config did not name")
+            } else {
+                logger.info("configuration read from \(Terminal.safe(file, limit: 256))")
+            }
         }
         try configuration.apply(environment: ProcessInfo.processInfo.environment)
         if let database { configuration.database = database }

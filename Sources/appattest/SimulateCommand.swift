@@ -103,7 +103,10 @@ struct SimulateCommand: AsyncParsableCommand {
 
         @Option var dir: String
         @Option(name: .customLong("client-data"), help: "The client data, as UTF-8 text.") var clientData: String
-        @Option(help: "A challenge (Base64URL) issued for this assertion; it is appended to the client data.")
+        @Option(
+            help:
+                "A challenge (Base64URL) issued for this assertion; it is put first in the client data (challenge ‖ payload), where the service reads it."
+        )
         var challenge: String?
 
         func run() async throws {
@@ -121,7 +124,8 @@ struct SimulateCommand: AsyncParsableCommand {
                 guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge) else {
                     throw ValidationError("the challenge is not Base64URL")
                 }
-                data += bytes
+                // The opaque layout the service checks: the challenge's bytes first, then the payload.
+                data = bytes + data
                 body["challenge"] = challenge
             }
             body["assertion"] = Data(try device.assert(clientData: data)).base64EncodedString()

@@ -226,5 +226,49 @@ struct MiddlewareRateLimitTests {
             try await tests.sendOrders(client, device, expecting: [.ok, .tooManyRequests])
         }
     }
+
+    @Test("concurrent assertions of one key pass no more often than its bucket allows: the charge is atomic")
+    func concurrentRequestsCharged() async throws {
+        // A reorder window, so that concurrent assertions are all valid whatever order they arrive in.
+        let store = MemoryAppAttestStore()
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    appID: MiddlewareTests.appID, environment: .production,
+                    trustAnchor: MiddlewareTests.authority.trustAnchor)),
+            store: store, counterPolicy: .reorderWindow(64))
+        let operations = AppAttestHTTPOperations(
+            service: service, rateLimiter: AppAttestRateLimiter(ratePerSecond: 0.001, burst: 2))
+        let device = try SimulatedDevice(authority: MiddlewareTests.authority, appID: MiddlewareTests.appID)
+        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
+        var options = SimulatedDevice.AttestationOptions()
+        options.issuedAt = Date()
+        _ = try await service.registerAttestation(
+            try device.attest(challenge: challenge, options), keyID: device.keyID, challenge: challenge)
+        let now = Date()
+        let requests = try (0..<12).map { _ in
+            try FreshnessTests.timestamped(
+                device, path: "/order", milliseconds: Int64(now.timeIntervalSince1970 * 1000))
+        }
+        let statuses = await withTaskGroup(of: HTTPResponse.Status.self) { group in
+            for fields in requests {
+                group.addTask {
+                    let request = HTTPRequest(
+                        method: .post, scheme: "http", authority: "x", path: "/order", headerFields: fields)
+                    switch await operations.authenticate(
+                        request, body: [UInt8](), freshness: .timestamp(window: .seconds(60)), now: now)
+                    {
+                    case .success: return .ok
+                    case .failure(let problem): return problem.status
+                    }
+                }
+            }
+            var statuses: [HTTPResponse.Status] = []
+            for await status in group { statuses.append(status) }
+            return statuses
+        }
+        #expect(statuses.filter { $0 == .ok }.count == 2, "\(statuses)")
+        #expect(statuses.filter { $0 == .tooManyRequests }.count == 10, "\(statuses)")
+    }
 }
 #endif  // Hummingbird

@@ -22,8 +22,12 @@ struct ConfigurationTests {
 
     @Test("the committed sample configuration loads and validates")
     func sample() throws {
-        let configuration = try ServerConfiguration.load(
-            file: Self.root.appendingPathComponent("appattest.sample.json").path)
+        // Copied as an operator installs it: mode 0600 (a checkout leaves it readable by others, which load refuses).
+        let copy = NSTemporaryDirectory() + "appattest-sample-\(UUID().uuidString).json"
+        let sample = try Data(contentsOf: Self.root.appendingPathComponent("appattest.sample.json"))
+        #expect(FileManager.default.createFile(atPath: copy, contents: sample, attributes: [.posixPermissions: 0o600]))
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        let configuration = try ServerConfiguration.load(file: copy)
         #expect(configuration.apps.count == 2)
         #expect(
             configuration.tokens.map(\.name) == ["orders-service", "orders-service-next", "gateway", "support-console"])

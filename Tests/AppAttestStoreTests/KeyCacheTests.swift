@@ -54,4 +54,64 @@ struct KeyCacheTests {
             try await harness.service.authenticateAssertion(fourth, clientData: first, keyID: device.keyID).key.counter
                 == 4)
     }
+
+    /// A record for a key identifier made of `index`, all sharing one public key (the cache does not look inside).
+    static func record(_ index: Int, counter: UInt32 = 0) throws -> KeyRecord {
+        var id = [UInt8](repeating: 0, count: 32)
+        withUnsafeBytes(of: UInt64(index).bigEndian) { id.replaceSubrange(24..<32, with: $0) }
+        return KeyRecord(
+            keyID: try KeyID(rawValue: id), userID: nil, appID: Harness.appID, environment: .production,
+            publicKey: sharedPoint, counter: counter, receipt: [], riskMetric: nil, createdAt: Date(),
+            receiptUpdatedAt: Date(), revokedAt: nil)
+    }
+    static let sharedPoint = try! SimulatedDevice(authority: Harness.authority, appID: Harness.appID).publicKey
+    static let sharedKey = try! AttestedPublicKey(x963Representation: sharedPoint)
+
+    @Test("a full cache evicts its least recently used key, one at a time, never everything")
+    func leastRecentlyUsedEviction() throws {
+        let cache = KeyCache(limits: .init(capacity: 3))
+        let records = try (0..<5).map { try Self.record($0) }
+        for record in records.prefix(3) { cache.insert(record, publicKey: Self.sharedKey) }
+        // 0 is used again: 1 is now the least recently used.
+        #expect(cache.entry(records[0].keyID) != nil)
+        cache.insert(records[3], publicKey: Self.sharedKey)
+        #expect(cache.count == 3)
+        #expect(cache.entry(records[1].keyID) == nil, "the least recently used key was evicted")
+        #expect(cache.entry(records[0].keyID) != nil)
+        #expect(cache.entry(records[2].keyID) != nil)
+        #expect(cache.entry(records[3].keyID) != nil)
+        // Removing frees a slot: the next insertion evicts nothing.
+        cache.remove(records[2].keyID)
+        cache.insert(records[4], publicKey: Self.sharedKey)
+        #expect(cache.count == 3)
+        #expect([0, 3, 4].allSatisfy { cache.entry(records[$0].keyID) != nil })
+        // Counters advance in place and never go back.
+        cache.advance(records[0].keyID, to: 9)
+        cache.advance(records[0].keyID, to: 4)
+        #expect(cache.entry(records[0].keyID)?.counter == 9)
+    }
+
+    @Test("a cache far smaller than the fleet stays at its capacity and keeps the most recent keys")
+    func boundedUnderAFleet() throws {
+        let cache = KeyCache(limits: .init(capacity: 1_000))
+        for index in 0..<20_000 {
+            cache.insert(try Self.record(index), publicKey: Self.sharedKey)
+            #expect(cache.count == min(index + 1, 1_000))
+        }
+        #expect(cache.entry(try Self.record(18_999).keyID) == nil)
+        #expect(cache.entry(try Self.record(19_000).keyID) != nil)
+        #expect(cache.entry(try Self.record(19_999).keyID) != nil)
+    }
+
+    @Test("capacity 0 turns the cache off; entries older than the maximum age are read again")
+    func disabledAndAged() throws {
+        let off = KeyCache(limits: .init(capacity: 0))
+        off.insert(try Self.record(1), publicKey: Self.sharedKey)
+        #expect(off.count == 0)
+        #expect(off.entry(try Self.record(1).keyID) == nil)
+        let immediate = KeyCache(limits: .init(capacity: 10, maximumAge: 0))
+        immediate.insert(try Self.record(1), publicKey: Self.sharedKey)
+        #expect(immediate.entry(try Self.record(1).keyID) == nil)
+        #expect(immediate.count == 0, "an aged entry is dropped when found")
+    }
 }

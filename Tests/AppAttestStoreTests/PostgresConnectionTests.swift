@@ -88,6 +88,48 @@ struct PostgresConnectionTests {
         }
     }
 
+    @Test(
+        "verify-ca and verify-full without a root file are refused as libpq refuses them; system roots only verify-full"
+    )
+    func modesWithoutRoots() throws {
+        // The machine's HOME has no ~/.postgresql/root.crt (libpq's default root file) in the tests.
+        for mode in ["verify-ca", "verify-full"] {
+            #expect(throws: StoreError.self, "\(mode)") {
+                _ = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db?sslmode=\(mode)")
+            }
+        }
+        for mode in ["require", "verify-ca", "prefer"] {
+            #expect(throws: StoreError.self, "\(mode) with system roots") {
+                _ = try PostgresAppAttestStore.configuration(
+                    url: "postgres://u@h/db?sslmode=\(mode)&sslrootcert=system")
+            }
+        }
+        _ = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db?sslrootcert=system")
+        _ = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db?sslmode=verify-full&sslrootcert=system")
+    }
+
+    @Test(
+        "sslmode=require with sslrootcert verifies the chain, as libpq's verify-ca: another CA's file is refused",
+        .enabled(if: tlsAvailable), .timeLimit(.minutes(1)))
+    func requireWithRootVerifies() async throws {
+        let ca = try #require(Self.caFile, "APPATTEST_POSTGRES_CA is not set")
+        // A CA that did not sign the server's certificate.
+        let other = NSTemporaryDirectory() + "appattest-other-ca-\(UUID().uuidString).pem"
+        let body = Data(Harness.authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
+        try "-----BEGIN CERTIFICATE-----\n\(body)\n-----END CERTIFICATE-----\n".write(
+            toFile: other, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        await #expect(throws: StoreError.self) {
+            _ = try await PostgresAppAttestStore.connect(
+                url: try Self.url("sslmode=require&sslrootcert=\(other)"), startupTimeout: .seconds(3))
+        }
+        // The right CA, by IP address: the chain is checked, the host name is not (verify-ca).
+        let store = try await PostgresAppAttestStore.connect(
+            url: try Self.url("sslmode=require&sslrootcert=\(ca)"), startupTimeout: .seconds(20))
+        try await Self.exercise(store)
+        store.shutdown()
+    }
+
     @Test("an unreachable database fails within the start-up timeout", .timeLimit(.minutes(1)))
     func unreachable() async throws {
         let start = ContinuousClock.now

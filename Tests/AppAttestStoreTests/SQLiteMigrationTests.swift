@@ -92,5 +92,62 @@ struct SQLiteMigrationTests {
         #expect(try await reopened.key(live)?.counter == 8)
         await reopened.close()
     }
+
+    @Test("a version 2 database, from before the reorder window: no counter below a key's highest is accepted again")
+    func fromVersionTwo() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "appattest-migration-\(UUID().uuidString).sqlite"
+        ).path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let key = try KeyID(rawValue: Data(repeating: 3, count: 32))
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1'), ('v2');
+                    CREATE TABLE challenges (
+                        challenge BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, key_id BLOB, user_id TEXT,
+                        expires_at REAL NOT NULL);
+                    CREATE INDEX challenges_expiry ON challenges(expires_at);
+                    CREATE TABLE keys (
+                        key_id BLOB PRIMARY KEY NOT NULL, user_id TEXT, app_id TEXT NOT NULL, environment TEXT NOT NULL,
+                        public_key BLOB NOT NULL,
+                        counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                        receipt BLOB NOT NULL, risk_metric INTEGER, created_at REAL NOT NULL,
+                        receipt_updated_at REAL NOT NULL, revoked_at REAL);
+                    CREATE INDEX keys_user ON keys(user_id);
+                    CREATE INDEX challenges_key ON challenges(key_id);
+                    CREATE INDEX challenges_user ON challenges(user_id);
+                    """)
+            // Counters 1 to 7 were accepted under the strict rule.
+            try db.execute(
+                sql: """
+                    INSERT INTO keys (key_id, user_id, app_id, environment, public_key, counter, receipt,
+                                      risk_metric, created_at, receipt_updated_at, revoked_at)
+                    VALUES (?, 'user', 'STORE12345.com.example.store', 'production', ?, 7, ?, NULL, 100, 200, NULL)
+                    """,
+                arguments: [Data(key.rawValue), Data(repeating: 4, count: 65), Data(repeating: 7, count: 16)])
+        }
+        try queue.close()
+
+        let store = try SQLiteAppAttestStore(path: path)
+        for counter: UInt32 in [6, 5, 1, 7] {
+            #expect(
+                try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
+                    == .counterRefused(highestCounter: 7), "counter \(counter) was accepted before the upgrade")
+        }
+        #expect(
+            try await store.acceptAssertion(.init(keyID: key, counter: 9, window: 64, challenge: nil))
+                == .accepted(highestCounter: 9))
+        // 8 was never used: the window accepts it, once.
+        #expect(
+            try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
+                == .accepted(highestCounter: 9))
+        #expect(
+            try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
+                == .counterRefused(highestCounter: 9))
+        await store.close()
+    }
 }
 #endif

@@ -187,6 +187,12 @@ struct VaporIntegrationTests {
         func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
             try await inner.outstandingChallenges(keyID: keyID, userID: userID, now: now)
         }
+        func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
+            try await inner.outstandingChallenges(issuer: issuer, now: now)
+        }
+        func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError) {
+            try await inner.insertChallenge(record, keepingAtMost: limit, now: now)
+        }
         func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
             try await inner.purgeExpiredChallenges(now: now)
         }

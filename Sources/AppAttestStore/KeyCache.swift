@@ -1,0 +1,164 @@
+package import AppAttest
+import Foundation
+import Synchronization
+
+/// Keys as last read, with their parsed public keys, for at most ``AppAttestService/KeyCacheLimits/maximumAge``
+/// seconds (so that a receipt refreshed or a key revoked by another process shows within that time; this process's
+/// own changes show at once) and at most ``AppAttestService/KeyCacheLimits/capacity`` entries, the least recently used
+/// evicted first. Only an optimisation: the store's atomic update is the authority on counters and revocation.
+///
+/// Every operation is constant time under a lock held for a few pointer moves: a full cache evicts one entry per
+/// insertion (the least recently used), never empties itself, so a fleet far larger than the cache costs every
+/// request the same.
+package final class KeyCache: Sendable {
+    /// A key as read: its record (whose counter is the one read), its parsed public key, and when it was read.
+    /// Shared by reference, so that a lookup copies one reference, not the record's fields.
+    package final class Key: Sendable {
+        let record: KeyRecord
+        let publicKey: AttestedPublicKey
+        let fetchedAt: TimeInterval
+
+        init(record: KeyRecord, publicKey: AttestedPublicKey, fetchedAt: TimeInterval) {
+            self.record = record
+            self.publicKey = publicKey
+            self.fetchedAt = fetchedAt
+        }
+    }
+
+    /// A cached key and the highest counter this process knows for it.
+    package struct Entry: Sendable {
+        let key: Key
+        package var counter: UInt32
+
+        package var record: KeyRecord { key.record }
+        var publicKey: AttestedPublicKey { key.publicKey }
+    }
+
+    /// The entries in slots of a doubly linked list by index, most recently used at `head`; `index` maps a key to
+    /// its slot. Freed slots are reused, so the arrays never grow past the capacity.
+    private struct State {
+        var index: [KeyID: Int] = [:]
+        var slots: [Slot] = []
+        var head = -1
+        var tail = -1
+        var free: [Int] = []
+
+        struct Slot {
+            var keyID: KeyID
+            var entry: Entry?
+            var previous: Int
+            var next: Int
+        }
+
+        mutating func unlink(_ slot: Int) {
+            let previous = slots[slot].previous
+            let next = slots[slot].next
+            if previous >= 0 { slots[previous].next = next } else { head = next }
+            if next >= 0 { slots[next].previous = previous } else { tail = previous }
+        }
+
+        mutating func pushFront(_ slot: Int) {
+            slots[slot].previous = -1
+            slots[slot].next = head
+            if head >= 0 { slots[head].previous = slot }
+            head = slot
+            if tail < 0 { tail = slot }
+        }
+
+        mutating func remove(_ keyID: KeyID) {
+            guard let slot = index.removeValue(forKey: keyID) else { return }
+            unlink(slot)
+            slots[slot].entry = nil
+            free.append(slot)
+        }
+    }
+
+    private let state = Mutex(State())
+    private let capacity: Int
+    private let maximumAge: TimeInterval
+
+    package init(limits: AppAttestService.KeyCacheLimits) {
+        capacity = limits.capacity
+        maximumAge = limits.maximumAge
+    }
+
+    private static var uptime: TimeInterval { ProcessInfo.processInfo.systemUptime }
+
+    /// The entry for `keyID` unless absent or older than the maximum age; a hit becomes the most recently used.
+    package func entry(_ keyID: KeyID) -> Entry? {
+        guard capacity > 0 else { return nil }
+        let now = Self.uptime
+        return state.withLock { state in
+            guard let slot = state.index[keyID], let entry = state.slots[slot].entry else { return nil }
+            guard now - entry.key.fetchedAt < maximumAge else {
+                state.remove(keyID)
+                return nil
+            }
+            if state.head != slot {
+                state.unlink(slot)
+                state.pushFront(slot)
+            }
+            return entry
+        }
+    }
+
+    /// Caches a key as just read or attested; a full cache evicts its least recently used entry.
+    @discardableResult
+    package func insert(_ record: KeyRecord, publicKey: AttestedPublicKey) -> Entry {
+        let entry = Entry(
+            key: Key(record: record, publicKey: publicKey, fetchedAt: Self.uptime), counter: record.counter)
+        guard capacity > 0 else { return entry }
+        // The evicted entry is released after the lock, so that freeing its key is not done under it.
+        let evicted = state.withLock { state -> Entry? in
+            if let slot = state.index[record.keyID] {
+                let old = state.slots[slot].entry
+                state.slots[slot].entry = entry
+                state.unlink(slot)
+                state.pushFront(slot)
+                return old
+            }
+            var evicted: Entry?
+            if state.index.count >= capacity, state.tail >= 0 {
+                let oldest = state.tail
+                evicted = state.slots[oldest].entry
+                state.remove(state.slots[oldest].keyID)
+            }
+            let slot: Int
+            if let reused = state.free.popLast() {
+                slot = reused
+                state.slots[slot] = State.Slot(keyID: record.keyID, entry: entry, previous: -1, next: -1)
+            } else {
+                slot = state.slots.count
+                state.slots.append(State.Slot(keyID: record.keyID, entry: entry, previous: -1, next: -1))
+            }
+            state.index[record.keyID] = slot
+            state.pushFront(slot)
+            return evicted
+        }
+        withExtendedLifetime(evicted) {}
+        return entry
+    }
+
+    /// Records a counter this process stored, so that its own replays are refused before the store is asked.
+    package func advance(_ keyID: KeyID, to counter: UInt32) {
+        state.withLock { state in
+            guard let slot = state.index[keyID], let current = state.slots[slot].entry?.counter, current < counter
+            else { return }
+            state.slots[slot].entry?.counter = counter
+        }
+    }
+
+    /// Forgets a key (revoked, its receipt replaced, or unknown to the store).
+    package func remove(_ keyID: KeyID) {
+        let removed = state.withLock { state -> Entry? in
+            guard let slot = state.index[keyID] else { return nil }
+            let entry = state.slots[slot].entry
+            state.remove(keyID)
+            return entry
+        }
+        withExtendedLifetime(removed) {}
+    }
+
+    /// How many keys are cached.
+    package var count: Int { state.withLock { $0.index.count } }
+}

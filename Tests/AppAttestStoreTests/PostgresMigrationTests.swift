@@ -1,0 +1,94 @@
+#if PostgreSQL
+import AppAttest
+import AppAttestPostgres
+import AppAttestStore
+import Foundation
+import PostgresNIO
+import Testing
+
+/// A database written by an earlier version migrates on connect and keeps every key's state. Each case works in a
+/// schema of its own (the connection's `search_path`), created and dropped here, so that the shared test database's
+/// tables are never touched. (A database of its own would cost a `CREATE DATABASE`, whose WAL and fsync stall every
+/// other test's connection for seconds.)
+@Suite("PostgreSQL migrations")
+struct PostgresMigrationTests {
+    /// Runs `body` with a client configuration whose tables are those of a new, empty schema, dropped afterwards.
+    static func withSchema(_ body: (PostgresClient.Configuration) async throws -> Void) async throws {
+        let base = try #require(Backend.postgresURL, "APPATTEST_POSTGRES_URL is not set")
+        let name = "appattest_migration_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = PostgresClient(configuration: try PostgresAppAttestStore.configuration(url: base))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await admin.run() }
+            defer { group.cancelAll() }
+            try await admin.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(name)"))
+            var configuration = try PostgresAppAttestStore.configuration(url: base)
+            configuration.options.additionalStartupParameters = [("search_path", name)]
+            do {
+                try await body(configuration)
+            } catch {
+                _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"))
+                throw error
+            }
+            try await admin.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(name) CASCADE"))
+        }
+    }
+
+    @Test(
+        "a schema 1 database, from before the reorder window: no counter below a key's highest is accepted again",
+        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func fromSchemaOne() async throws {
+        let key = try KeyID(rawValue: Data(repeating: 5, count: 32))
+        try await Self.withSchema { configuration in
+            // The tables as schema 1 wrote them, and a key whose counters 1 to 7 were accepted under the strict rule.
+            let client = PostgresClient(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                for statement in [
+                    "CREATE TABLE app_attest_schema (version INT NOT NULL)",
+                    "INSERT INTO app_attest_schema (version) VALUES (1)",
+                    """
+                    CREATE TABLE app_attest_challenges (challenge BYTEA PRIMARY KEY, purpose TEXT NOT NULL,
+                        key_id BYTEA, user_id TEXT, expires_at DOUBLE PRECISION NOT NULL)
+                    """,
+                    """
+                    CREATE TABLE app_attest_keys (key_id BYTEA PRIMARY KEY, user_id TEXT, app_id TEXT NOT NULL,
+                        environment TEXT NOT NULL, public_key BYTEA NOT NULL,
+                        counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295), receipt BYTEA NOT NULL,
+                        risk_metric BIGINT, created_at DOUBLE PRECISION NOT NULL,
+                        receipt_updated_at DOUBLE PRECISION NOT NULL, revoked_at DOUBLE PRECISION)
+                    """,
+                ] {
+                    try await client.query(PostgresQuery(unsafeSQL: statement))
+                }
+                let id = ByteBuffer(bytes: key.rawValue)
+                let point = ByteBuffer(repeating: 4, count: 65)
+                let receipt = ByteBuffer(repeating: 7, count: 16)
+                try await client.query(
+                    """
+                    INSERT INTO app_attest_keys (key_id, user_id, app_id, environment, public_key, counter, receipt,
+                        risk_metric, created_at, receipt_updated_at, revoked_at)
+                    VALUES (\(id), 'user', 'STORE12345.com.example.store', 'production', \(point), 7, \(receipt),
+                        NULL, 100, 200, NULL)
+                    """)
+            }
+
+            let store = try await PostgresAppAttestStore.connect(
+                configuration: configuration, startupTimeout: .seconds(20))
+            defer { store.shutdown() }
+            for counter: UInt32 in [6, 5, 1, 7] {
+                #expect(
+                    try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
+                        == .counterRefused(highestCounter: 7), "counter \(counter) was accepted before the upgrade")
+            }
+            #expect(
+                try await store.acceptAssertion(.init(keyID: key, counter: 9, window: 64, challenge: nil))
+                    == .accepted(highestCounter: 9))
+            #expect(
+                try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
+                    == .accepted(highestCounter: 9))
+            #expect(try await store.key(key)?.counter == 9)
+        }
+    }
+}
+#endif  // PostgreSQL
