@@ -286,6 +286,8 @@ let package = Package(
                 "AppAttestCBOR", "AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestSQLite", "AppAttestPostgres",
                 "AppAttestServer",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: service),

@@ -2,8 +2,8 @@
 # Load and fault test of `appattest serve` with wrk on 127.0.0.1 (README "Load"), SQLite and PostgreSQL.
 #   Scripts/load.sh                 needs wrk (apt-get install wrk) and PostgreSQL (APPATTEST_POSTGRES_URL, or
 #                                   .ci/postgres.sh starts a throwaway one)
-# Environment: DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions per device and run, 300:
-# a run that outlasts them has no ratio, and the script exits 1).
+# Environment: APPATTEST_BINARY (see below), DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions
+# per device and run, 300: a run that outlasts them has no ratio, and the script exits 1).
 # For each database: the trivial route /ping (the HTTP stack's ceiling), assertion verification, then the same with
 # malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest load check`
 # compares every key's stored counter with the highest counter the server accepted for it. Then a SQLite server with
@@ -22,8 +22,14 @@ APP=LOADTEST01.com.example.load
 TOKEN="load-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MAX_BODY=131072
 
-swift build -c release --traits Service --product appattest >/dev/null
-A=.build/release/appattest
+# APPATTEST_BINARY: an appattest built elsewhere (another commit, to compare two builds in one session); by default
+# this checkout's, built here in release.
+if [ -n "${APPATTEST_BINARY:-}" ]; then
+    A="$APPATTEST_BINARY"
+else
+    swift build -c release --traits Service --product appattest >/dev/null
+    A=.build/release/appattest
+fi
 WORK="$(mktemp -d)"
 pids=()
 FAILED=0

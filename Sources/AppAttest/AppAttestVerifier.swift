@@ -285,7 +285,7 @@ public struct AppAttestVerifier: Sendable {
         appID: AppID, previousCounter: UInt32
     ) throws(AppAttestError) -> VerifiedAssertion {
         try verifyAssertion(
-            assertion, clientDataHash: SHA256.hash(Array(clientData)), publicKey: publicKey,
+            assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), publicKey: publicKey,
             appID: appID, previousCounter: previousCounter)
     }
 
@@ -310,8 +310,11 @@ public struct AppAttestVerifier: Sendable {
 
         // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, “Verifying assertions
         // and counters”).
-        let nonce = SHA256.hash(authData.rawRepresentation, Array(clientDataHash))
-        guard publicKey.isValidSignature(derEncoded: object.signature, message: nonce) else {
+        guard
+            publicKey.isValidAssertionSignature(
+                derEncoded: object.signature, authenticatorData: authData.rawRepresentation,
+                clientDataHash: Array(clientDataHash))
+        else {
             throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
         }
         // Step 4: rpIdHash.

@@ -84,20 +84,84 @@ public struct AssertionObject: Sendable, Hashable {
         guard bytes.count <= Self.maximumSize else {
             throw AppAttestError(.malformed, "assertion of \(bytes.count) bytes exceeds \(Self.maximumSize)")
         }
-        let root: CBORValue
-        do { root = try CBORDecoder(maximumInputSize: Self.maximumSize, maximumDepth: 4).decode(bytes) } catch {
-            throw AppAttestError(.malformed, "assertion: \(error)")
+        let signature: [UInt8]
+        let authData: [UInt8]
+        if let fields = Self.canonicalFields(bytes) {
+            (signature, authData) = fields
+        } else {
+            let root: CBORValue
+            do { root = try CBORDecoder(maximumInputSize: Self.maximumSize, maximumDepth: 4).decode(bytes) } catch {
+                throw AppAttestError(.malformed, "assertion: \(error)")
+            }
+            guard case .map(let entries) = root, entries.count == 2 else {
+                throw AppAttestError(.malformed, "an assertion is a map of signature and authenticatorData")
+            }
+            guard case .byteString(let decodedSignature) = root["signature"] else {
+                throw AppAttestError(.malformed, "missing or oversized signature")
+            }
+            guard case .byteString(let decodedAuthData) = root["authenticatorData"] else {
+                throw AppAttestError(.malformed, "missing authenticatorData")
+            }
+            (signature, authData) = (decodedSignature, decodedAuthData)
         }
-        guard case .map(let entries) = root, entries.count == 2 else {
-            throw AppAttestError(.malformed, "an assertion is a map of signature and authenticatorData")
-        }
-        guard case .byteString(let signature) = root["signature"], !signature.isEmpty, signature.count <= 80 else {
+        guard !signature.isEmpty, signature.count <= 80 else {
             throw AppAttestError(.malformed, "missing or oversized signature")
-        }
-        guard case .byteString(let authData) = root["authenticatorData"] else {
-            throw AppAttestError(.malformed, "missing authenticatorData")
         }
         self.signature = signature
         self.authenticatorData = try AuthenticatorData(assertionRepresentation: authData)
+    }
+
+    /// The encoded keys, each a text string's head and bytes.
+    private static let signatureKey: [UInt8] = [0x69] + Array("signature".utf8)
+    private static let authenticatorDataKey: [UInt8] = [0x71] + Array("authenticatorData".utf8)
+
+    /// The layout every device produces, read without the general decoder (it is most of an assertion's cost beside
+    /// the signature check): a map of exactly two entries, `"signature"` and `"authenticatorData"` in either order,
+    /// each a byte string whose length is encoded in its shortest form, and nothing after. nil for anything else,
+    /// which the general decoder then judges, so that this path accepts only what that one accepts, with the same
+    /// values (the mutation tests hold both to it).
+    package static func canonicalFields(_ bytes: [UInt8]) -> (signature: [UInt8], authenticatorData: [UInt8])? {
+        let count = bytes.count
+        guard count > 0, bytes[0] == 0xA2 else { return nil }
+        var index = 1
+        func key() -> Int? {
+            for (number, encoded) in [Self.signatureKey, Self.authenticatorDataKey].enumerated()
+            where encoded.count <= count - index && bytes[index..<(index + encoded.count)].elementsEqual(encoded) {
+                index += encoded.count
+                return number
+            }
+            return nil
+        }
+        func byteString() -> [UInt8]? {
+            guard index < count, bytes[index] >> 5 == 2 else { return nil }
+            let argument = Int(bytes[index] & 0x1F)
+            index += 1
+            let length: Int
+            switch argument {
+            case 0...23:
+                length = argument
+            case 24:
+                guard index < count, bytes[index] >= 24 else { return nil }
+                length = Int(bytes[index])
+                index += 1
+            case 25:
+                guard count - index >= 2 else { return nil }
+                length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
+                guard length >= 256 else { return nil }
+                index += 2
+            default:
+                return nil
+            }
+            guard length <= count - index else { return nil }
+            defer { index += length }
+            return Array(bytes[index..<(index + length)])
+        }
+        var fields: [[UInt8]?] = [nil, nil]
+        for _ in 0..<2 {
+            guard let which = key(), fields[which] == nil, let value = byteString() else { return nil }
+            fields[which] = value
+        }
+        guard index == count, let signature = fields[0], let authenticatorData = fields[1] else { return nil }
+        return (signature, authenticatorData)
     }
 }

@@ -36,13 +36,29 @@ public struct AttestedPublicKey: Sendable, Hashable {
     /// `04 ‖ X ‖ Y`, 65 bytes: the form to store.
     public var x963Representation: [UInt8] { point }
 
-    /// Whether `signature` (DER, strict: a non-minimal or trailing encoding is refused) is an ECDSA-SHA256
-    /// signature of `message` by this key.
-    func isValidSignature(derEncoded signature: [UInt8], message: [UInt8]) -> Bool {
+    /// Whether `signature` (DER, strict: a non-minimal or trailing encoding is refused) is this key's ECDSA-SHA256
+    /// signature of an assertion's nonce, SHA-256(authenticatorData ‖ clientDataHash) (<doc:VerifyingAssertions>):
+    /// the digest signed is SHA-256 of the nonce. Both hashes are swift-crypto's, computed without an allocation.
+    func isValidAssertionSignature(
+        derEncoded signature: [UInt8], authenticatorData: [UInt8], clientDataHash: [UInt8]
+    ) -> Bool {
         guard !signature.isEmpty, signature.count <= 80,
             let parsed = try? P256.Signing.ECDSASignature(derRepresentation: signature)
         else { return false }
-        return signingKey.isValidSignature(parsed, for: message)
+        var nonce = Crypto.SHA256()
+        nonce.update(data: authenticatorData)
+        nonce.update(data: clientDataHash)
+        let digest = nonce.finalize().withUnsafeBytes { Crypto.SHA256.hash(data: $0) }
+        return signingKey.isValidSignature(parsed, for: digest)
+    }
+
+    /// SHA-256 of an assertion's client data, as ``isValidAssertionSignature(derEncoded:authenticatorData:clientDataHash:)``
+    /// hashes (swift-crypto's).
+    static func clientDataHash(_ clientData: some Collection<UInt8>) -> [UInt8] {
+        let digest =
+            clientData.withContiguousStorageIfAvailable { Crypto.SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+            ?? Crypto.SHA256.hash(data: Array(clientData))
+        return Array(digest)
     }
 
     public static func == (lhs: AttestedPublicKey, rhs: AttestedPublicKey) -> Bool {

@@ -4,7 +4,9 @@ import AppAttestVectors
 import ArgumentParser
 import Crypto
 import Foundation
+import SwiftASN1
 import Synchronization
+import X509
 
 #if Service
 private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, BenchStore.self]
@@ -60,6 +62,7 @@ struct BenchVerify: ParsableCommand {
         var swiftCryptoP256: Double
         var opensslP256: Double
         var opensslP384: Double
+        var swiftCryptoP384: Double
     }
 
     func run() throws {
@@ -137,11 +140,30 @@ struct BenchVerify: ParsableCommand {
             leafDER: chain[0], intermediateDER: chain[1])
         let rawP384: @Sendable () throws -> Void = { _ = rawP384Benchmark.run(iterations: 16) }
 
+        // Raw swift-crypto P-384, for comparison only (the chain stays on OpenSSL): the same signature and key, the
+        // digest of tbsCertificate computed beforehand.
+        let leafCertificate = try Certificate(derEncoded: chain[0])
+        guard
+            let intermediateKey = P384.Signing.PublicKey(try Certificate(derEncoded: chain[1]).publicKey),
+            case .constructed(let nodes) = try DER.parse(chain[0]).content, case let parts = Array(nodes),
+            parts.count == 3
+        else { throw ValidationError("the credCert is not signed by a P-384 key") }
+        let leafSignature = try P384.Signing.ECDSASignature(
+            derRepresentation: try ASN1BitString(derEncoded: parts[2]).bytes)
+        // The credCert is signed ECDSA with SHA-256, by the intermediate's P-384 key.
+        let leafDigest = Crypto.SHA256.hash(data: leafCertificate.tbsCertificateBytes)
+        guard intermediateKey.isValidSignature(leafSignature, for: leafDigest) else {
+            throw ValidationError("swift-crypto does not verify the credCert's signature")
+        }
+        let swiftCryptoP384: @Sendable () throws -> Void = {
+            for _ in 0..<16 { _ = intermediateKey.isValidSignature(leafSignature, for: leafDigest) }
+        }
+
         // Interleaved: every measurement runs in slices of 250 ms, taking turns with the others (and the one-thread
         // figures with the N-thread ones), so that a machine whose speed drifts (frequency, other tenants) affects
         // the figures of a ratio alike.
         let workloads: [(batch: Int, body: @Sendable () throws -> Void)] = [
-            (1, attest), (1, assert), (64, swiftCryptoP256), (64, rawP256), (16, rawP384),
+            (1, attest), (1, assert), (64, swiftCryptoP256), (64, rawP256), (16, rawP384), (16, swiftCryptoP384),
         ]
         let threadCounts = threads > 1 ? [1, threads] : [1]
         var totals = [[(count: Int, seconds: Double)]](
@@ -166,7 +188,7 @@ struct BenchVerify: ParsableCommand {
             let rates = totals[row].map { Double($0.count) / $0.seconds }
             return Figures(
                 attestations: rates[0], assertions: rates[1], swiftCryptoP256: rates[2], opensslP256: rates[3],
-                opensslP384: rates[4])
+                opensslP384: rates[4], swiftCryptoP384: rates[5])
         }
         let one = figures(0)
         let many = threads > 1 ? figures(1) : nil
@@ -180,6 +202,7 @@ struct BenchVerify: ParsableCommand {
                 "swiftCryptoP256VerifiesPerSecond": one.swiftCryptoP256.rounded(),
                 "opensslP256VerifiesPerSecond": one.opensslP256.rounded(),
                 "opensslP384VerifiesPerSecond": one.opensslP384.rounded(),
+                "swiftCryptoP384VerifiesPerSecond": one.swiftCryptoP384.rounded(),
                 "assertionToSwiftCryptoRatio": rounded(one.assertions / one.swiftCryptoP256),
                 "assertionToOpenSSLRatio": rounded(one.assertions / one.opensslP256),
                 "attestationToOpenSSLP384Ratio": rounded(one.attestations / one.opensslP384),
@@ -195,6 +218,7 @@ struct BenchVerify: ParsableCommand {
                     "swiftCryptoP256VerifiesPerSecond": many.swiftCryptoP256.rounded(),
                     "opensslP256VerifiesPerSecond": many.opensslP256.rounded(),
                     "opensslP384VerifiesPerSecond": many.opensslP384.rounded(),
+                    "swiftCryptoP256Scaling": rounded(many.swiftCryptoP256 / one.swiftCryptoP256),
                     "attestationScaling": rounded(many.attestations / one.attestations),
                     "assertionScaling": rounded(many.assertions / one.assertions),
                 ]
@@ -208,6 +232,7 @@ struct BenchVerify: ParsableCommand {
             print("swift-crypto raw P-256 verify: \(Int(one.swiftCryptoP256.rounded()))/s")
             print("openssl      raw P-256 verify: \(Int(one.opensslP256.rounded()))/s")
             print("openssl      raw P-384 verify: \(Int(one.opensslP384.rounded()))/s")
+            print("swift-crypto raw P-384 verify: \(Int(one.swiftCryptoP384.rounded()))/s (comparison only)")
             print(
                 "ratio        assertion / swift-crypto raw P-256: \(String(format: "%.3f", one.assertions / one.swiftCryptoP256))"
             )
