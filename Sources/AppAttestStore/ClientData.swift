@@ -77,8 +77,8 @@ public struct AppAttestClientData: Sendable, Hashable {
 
     /// The app's own client data; a bound `challenge` must be its first bytes.
     ///
-    /// Data that begins with either canonical binding's domain (``AppAttestRequestBinding/domain`` or
-    /// ``AppAttestRequestBinding/timestampedDomain``, each followed by `0x00`) is refused: such an assertion was made
+    /// Data that begins with either canonical binding's domain (`AppAttestRequestBinding.domain` or
+    /// `AppAttestRequestBinding.timestampedDomain`, each followed by `0x00`) is refused: such an assertion was made
     /// for a bound request, and redeeming it as opaque data would skip what that binding checks (its challenge, its
     /// timestamp's freshness).
     /// - Throws: ``AppAttestServiceError/Code/malformedBinding`` when the data is longer than
