@@ -26,7 +26,7 @@ import Foundation
 /// | `maximumConnections` | `APPATTEST_MAX_CONNECTIONS` | connections served at once; more wait to be accepted (4096) |
 /// | `startupTimeoutSeconds` | `APPATTEST_STARTUP_TIMEOUT` | how long start-up waits for the database (30) |
 /// | `storeTimeoutSeconds` | `APPATTEST_STORE_TIMEOUT` | how long one PostgreSQL operation may take: then 503 (5) |
-/// | `readinessTimeoutSeconds` | `APPATTEST_READINESS_TIMEOUT` | how long `/health/ready` waits for the store (1) |
+/// | `readinessTimeoutSeconds` | `APPATTEST_READINESS_TIMEOUT` | how long `/health/ready` waits for the store (2) |
 /// | `counterReorderWindow` | `APPATTEST_COUNTER_REORDER_WINDOW` | counters accepted in any order, once each (1: strict) |
 /// | `timestampWindowSeconds` | `APPATTEST_TIMESTAMP_WINDOW` | how far a timestamped request may be from now (60) |
 /// | `keyCacheSize` | `APPATTEST_KEY_CACHE_SIZE` | attested keys kept parsed in memory, least recently used evicted (10,000) |
@@ -145,7 +145,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// Unused challenges one caller may hold (1 to 100,000, the server's total): one caller cannot take them all.
     public var challengesPerCaller: Int = 50_000
     /// How long `/health/ready` waits for the store, in seconds (0.1 to 60).
-    public var readinessTimeoutSeconds: Double = 1
+    public var readinessTimeoutSeconds: Double = 2
     /// How many assertion counters, the highest accepted one included, are accepted in any order, each once (1 to 64;
     /// 1, the default, is Apple's strictly increasing rule).
     public var counterReorderWindow: Int = 1

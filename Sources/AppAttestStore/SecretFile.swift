@@ -49,12 +49,7 @@ package enum SecretFile {
         } else if errno == EEXIST {
             var info = stat()
             guard lstat(path, &info) == 0 else { throw Refusal(description: "cannot open \(path): \(errorText())") }
-            guard info.st_mode & S_IFMT == S_IFREG else {
-                throw Refusal(description: "\(path) is not a regular file (a symbolic link?): refusing to use it")
-            }
-            guard info.st_uid == geteuid() else {
-                throw Refusal(description: "\(path) belongs to another user: refusing to use it")
-            }
+            try checkOwnRegularFile(info, path)
             narrow(path)
         } else {
             throw Refusal(description: "cannot create \(path): \(errorText())")
@@ -88,12 +83,7 @@ package enum SecretFile {
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw Refusal(description: "\(path) is not a regular file: refusing to use it")
-        }
-        guard info.st_uid == geteuid() else {
-            throw Refusal(description: "\(path) belongs to another user: refusing to use it")
-        }
+        try checkOwnRegularFile(info, path)
         guard info.st_mode & 0o077 == 0 else {
             throw Refusal(description: "\(path) is readable or writable by others: chmod 600 it, or remove it")
         }
@@ -107,6 +97,16 @@ package enum SecretFile {
         }
         guard total <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
         return Array(bytes.prefix(total))
+    }
+
+    /// Refuses what is not a regular file owned by this process's user.
+    private static func checkOwnRegularFile(_ info: stat, _ path: String) throws(Refusal) {
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Refusal(description: "\(path) is not a regular file (a symbolic link?): refusing to use it")
+        }
+        guard info.st_uid == geteuid() else {
+            throw Refusal(description: "\(path) belongs to another user: refusing to use it")
+        }
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }

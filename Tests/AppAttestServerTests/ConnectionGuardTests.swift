@@ -68,58 +68,51 @@ struct ConnectionGuardTests {
 
     @Test("pipelined requests whose answers are never read: the connection is closed, and the server serves others")
     func neverReadingClients() async throws {
-        let directory = try Fixture.directory()
-        var configuration = try Fixture.configuration(directory: directory)
-        configuration.port = TestPorts.free()
-        configuration.maximumConnections = 2
-        configuration.writeTimeoutSeconds = 1
-        configuration.idleTimeoutSeconds = 60
-        let server = try await AppAttestServer.open(configuration: configuration)
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
-        let running = Task { try await group.run() }
-        defer { running.cancel() }
-        // Both of the server's connections, with small receive windows (set before connecting, so that the window
-        // advertised is small), so that the answers fill them soon.
-        var clients: [Int32] = []
-        for _ in 0..<100 where clients.isEmpty {
-            let first = Self.connect(port: configuration.port)
-            if first >= 0 { clients.append(first) } else { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        clients.append(Self.connect(port: configuration.port))
-        #expect(clients.count == 2 && clients.allSatisfy { $0 >= 0 })
-        // On threads of their own: the flood blocks, and the server's handlers run on Swift's cooperative pool.
-        for client in clients {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
-                    Self.flood(client, seconds: 4)
-                    done.resume()
+        try await Fixture.withListeningServer({
+            $0.maximumConnections = 2
+            $0.writeTimeoutSeconds = 1
+            $0.idleTimeoutSeconds = 60
+        }) { port in
+            // Both of the server's connections, with small receive windows (set before connecting, so that the window
+            // advertised is small), so that the answers fill them soon.
+            var clients: [Int32] = []
+            for _ in 0..<100 where clients.isEmpty {
+                let first = Self.connect(port: port)
+                if first >= 0 { clients.append(first) } else { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            clients.append(Self.connect(port: port))
+            #expect(clients.count == 2 && clients.allSatisfy { $0 >= 0 })
+            // On threads of their own: the flood blocks, and the server's handlers run on Swift's cooperative pool.
+            for client in clients {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    Thread.detachNewThread {
+                        Self.flood(client, seconds: 4)
+                        done.resume()
+                    }
                 }
             }
-        }
-        // Still reading nothing (reading would let the server go on): the server closes both, once the socket has
-        // stayed full for the write deadline.
-        for client in clients {
-            var closed = false
-            for _ in 0..<200 where !closed {
-                closed = Self.closedByPeer(client)
-                if !closed { try await Task.sleep(for: .milliseconds(100)) }
+            // Still reading nothing (reading would let the server go on): the server closes both, once the socket has
+            // stayed full for the write deadline.
+            for client in clients {
+                var closed = false
+                for _ in 0..<200 where !closed {
+                    closed = Self.closedByPeer(client)
+                    if !closed { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                #expect(closed, "a connection whose client reads nothing stayed open")
+                close(client)
             }
-            #expect(closed, "a connection whose client reads nothing stayed open")
-            close(client)
+            // And a new client is served at once.
+            let next = H.connect(port: port)
+            H.send(next, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            var answer = [UInt8](repeating: 0, count: 512)
+            var poller = pollfd(fd: next, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&poller, 1, 5000) == 1, "no answer from the server")
+            let count = answer.withUnsafeMutableBytes { recv(next, $0.baseAddress, $0.count, 0) }
+            #expect(
+                count > 0 && String(decoding: answer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            close(next)
         }
-        // And a new client is served at once.
-        let next = H.connect(port: configuration.port)
-        H.send(next, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        var answer = [UInt8](repeating: 0, count: 512)
-        var poller = pollfd(fd: next, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&poller, 1, 5000) == 1, "no answer from the server")
-        let count = answer.withUnsafeMutableBytes { recv(next, $0.baseAddress, $0.count, 0) }
-        #expect(count > 0 && String(decoding: answer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
-        close(next)
-        await group.triggerGracefulShutdown()
-        try? await running.value
-        await server.close()
     }
 }
 #endif  // Service

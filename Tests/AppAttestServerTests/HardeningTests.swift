@@ -169,46 +169,38 @@ struct ServerHardeningTests {
 
     @Test("idle connections, unfinished heads and unfinished bodies are closed by their timeouts")
     func connectionTimeouts() async throws {
-        let directory = try F.directory()
-        var configuration = try F.configuration(directory: directory)
-        configuration.port = TestPorts.free()
-        configuration.idleTimeoutSeconds = 1
-        configuration.requestTimeoutSeconds = 1
-        let server = try await AppAttestServer.open(configuration: configuration)
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
-        let running = Task { try await group.run() }
-        defer { running.cancel() }
-        var idle: Int32 = -1
-        for _ in 0..<100 where idle < 0 {
-            idle = Self.connect(port: configuration.port)
-            if idle < 0 { try await Task.sleep(for: .milliseconds(50)) }
+        try await F.withListeningServer({
+            $0.idleTimeoutSeconds = 1
+            $0.requestTimeoutSeconds = 1
+        }) { port in
+            var idle: Int32 = -1
+            for _ in 0..<100 where idle < 0 {
+                idle = Self.connect(port: port)
+                if idle < 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            let head = Self.connect(port: port)
+            Self.send(head, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\n")
+            let body = Self.connect(port: port)
+            Self.send(body, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"purpose\"")
+            #expect(idle >= 0 && head >= 0 && body >= 0)
+            #expect(Self.closedByServer(idle, within: 5), "idle connection")
+            #expect(Self.closedByServer(head, within: 5), "unfinished head")
+            #expect(Self.closedByServer(body, within: 5), "unfinished body")
+            for descriptor in [idle, head, body] { close(descriptor) }
+            // The head alone in one read, then the body a byte every 0.4 s: never idle for the idle timeout, so only the
+            // request's deadline, which runs from the head's read, can close it.
+            let trickle = Self.connect(port: port)
+            #expect(trickle >= 0)
+            Self.send(trickle, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+            var closed = false
+            for _ in 0..<12 where !closed {
+                try await Task.sleep(for: .milliseconds(400))
+                Self.send(trickle, "a")
+                closed = Self.closedByServer(trickle, within: 0.05)
+            }
+            #expect(closed, "a body trickling in a byte at a time, never finished")
+            close(trickle)
         }
-        let head = Self.connect(port: configuration.port)
-        Self.send(head, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\n")
-        let body = Self.connect(port: configuration.port)
-        Self.send(body, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"purpose\"")
-        #expect(idle >= 0 && head >= 0 && body >= 0)
-        #expect(Self.closedByServer(idle, within: 5), "idle connection")
-        #expect(Self.closedByServer(head, within: 5), "unfinished head")
-        #expect(Self.closedByServer(body, within: 5), "unfinished body")
-        for descriptor in [idle, head, body] { close(descriptor) }
-        // The head alone in one read, then the body a byte every 0.4 s: never idle for the idle timeout, so only the
-        // request's deadline, which runs from the head's read, can close it.
-        let trickle = Self.connect(port: configuration.port)
-        #expect(trickle >= 0)
-        Self.send(trickle, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
-        var closed = false
-        for _ in 0..<12 where !closed {
-            try await Task.sleep(for: .milliseconds(400))
-            Self.send(trickle, "a")
-            closed = Self.closedByServer(trickle, within: 0.05)
-        }
-        #expect(closed, "a body trickling in a byte at a time, never finished")
-        close(trickle)
-        await group.triggerGracefulShutdown()
-        try? await running.value
-        await server.close()
     }
 
     @Test("with a soft limit of 256 open files and 300 idle connections, `appattest serve` still answers /health")

@@ -7,6 +7,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import ServiceLifecycle
 import Testing
 
 /// The databases the service is tested on. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` sets it); without
@@ -55,6 +56,8 @@ enum Fixture {
         configuration.testingRootCertificate = "\(directory)/root.pem"
         configuration.maximumBodyBytes = 8192
         configuration.tokenFile = "\(directory)/token"
+        // The whole suite shares two cores and many servers: the probe's own deadline is not what these test.
+        configuration.readinessTimeoutSeconds = 10
         return configuration
     }
 
@@ -77,6 +80,26 @@ enum Fixture {
             await server.close()
             throw error
         }
+    }
+
+    /// Opens a server listening on a free port of 127.0.0.1 (its configuration changed by `change`), runs `body` with
+    /// the port, then shuts the server down gracefully, whatever happens.
+    static func withListeningServer(
+        _ change: (inout ServerConfiguration) -> Void, _ body: (Int) async throws -> Void
+    ) async throws {
+        var configuration = try configuration(directory: try directory())
+        configuration.port = TestPorts.free()
+        change(&configuration)
+        let server = try await AppAttestServer.open(configuration: configuration)
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
+        let running = Task { try await group.run() }
+        var failure: (any Error)?
+        do { try await body(configuration.port) } catch { failure = error }
+        await group.triggerGracefulShutdown()
+        try? await running.value
+        await server.close()
+        if let failure { throw failure }
     }
 
     static func headers(_ token: String? = tokenA) -> HTTPFields {

@@ -76,17 +76,7 @@ struct PostgresMigrationTests {
             let store = try await PostgresAppAttestStore.connect(
                 configuration: configuration, startupTimeout: .seconds(20))
             defer { store.shutdown() }
-            for counter: UInt32 in [6, 5, 1, 7] {
-                #expect(
-                    try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
-                        == .counterRefused(highestCounter: 7), "counter \(counter) was accepted before the upgrade")
-            }
-            #expect(
-                try await store.acceptAssertion(.init(keyID: key, counter: 9, window: 64, challenge: nil))
-                    == .accepted(highestCounter: 9))
-            #expect(
-                try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
-                    == .accepted(highestCounter: 9))
+            try await expectCountersBelowSevenUsed(store, key)
             #expect(try await store.key(key)?.counter == 9)
         }
     }

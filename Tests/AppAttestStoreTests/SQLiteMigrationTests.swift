@@ -9,6 +9,23 @@ import Testing
 /// A database written by an earlier version opens, migrates, and keeps every key's state.
 @Suite("SQLite migrations")
 struct SQLiteMigrationTests {
+    /// The tables and indexes as version 2 of the migrations left them (before the reorder window).
+    static let versionTwoTables = """
+        CREATE TABLE challenges (
+            challenge BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, key_id BLOB, user_id TEXT,
+            expires_at REAL NOT NULL);
+        CREATE INDEX challenges_expiry ON challenges(expires_at);
+        CREATE TABLE keys (
+            key_id BLOB PRIMARY KEY NOT NULL, user_id TEXT, app_id TEXT NOT NULL, environment TEXT NOT NULL,
+            public_key BLOB NOT NULL,
+            counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+            receipt BLOB NOT NULL, risk_metric INTEGER, created_at REAL NOT NULL,
+            receipt_updated_at REAL NOT NULL, revoked_at REAL);
+        CREATE INDEX keys_user ON keys(user_id);
+        CREATE INDEX challenges_key ON challenges(key_id);
+        CREATE INDEX challenges_user ON challenges(user_id);
+        """
+
     /// The schema and data as version 3 of the migrations left them: the counter, its window's bits and the revocation
     /// in `keys`, beside the receipt.
     static func versionThreeDatabase(_ path: String, keys: [(id: KeyID, counter: Int64, seen: Int64, revoked: Bool)])
@@ -20,21 +37,9 @@ struct SQLiteMigrationTests {
                 sql: """
                     CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                     INSERT INTO grdb_migrations VALUES ('v1'), ('v2'), ('v3');
-                    CREATE TABLE challenges (
-                        challenge BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, key_id BLOB, user_id TEXT,
-                        expires_at REAL NOT NULL);
-                    CREATE INDEX challenges_expiry ON challenges(expires_at);
-                    CREATE TABLE keys (
-                        key_id BLOB PRIMARY KEY NOT NULL, user_id TEXT, app_id TEXT NOT NULL, environment TEXT NOT NULL,
-                        public_key BLOB NOT NULL,
-                        counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
-                        receipt BLOB NOT NULL, risk_metric INTEGER, created_at REAL NOT NULL,
-                        receipt_updated_at REAL NOT NULL, revoked_at REAL);
-                    CREATE INDEX keys_user ON keys(user_id);
-                    CREATE INDEX challenges_key ON challenges(key_id);
-                    CREATE INDEX challenges_user ON challenges(user_id);
-                    ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
-                    """)
+                    """ + versionTwoTables + """
+                        ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
+                        """)
             for key in keys {
                 try db.execute(
                     sql: """
@@ -106,20 +111,7 @@ struct SQLiteMigrationTests {
                 sql: """
                     CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                     INSERT INTO grdb_migrations VALUES ('v1'), ('v2');
-                    CREATE TABLE challenges (
-                        challenge BLOB PRIMARY KEY NOT NULL, purpose TEXT NOT NULL, key_id BLOB, user_id TEXT,
-                        expires_at REAL NOT NULL);
-                    CREATE INDEX challenges_expiry ON challenges(expires_at);
-                    CREATE TABLE keys (
-                        key_id BLOB PRIMARY KEY NOT NULL, user_id TEXT, app_id TEXT NOT NULL, environment TEXT NOT NULL,
-                        public_key BLOB NOT NULL,
-                        counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
-                        receipt BLOB NOT NULL, risk_metric INTEGER, created_at REAL NOT NULL,
-                        receipt_updated_at REAL NOT NULL, revoked_at REAL);
-                    CREATE INDEX keys_user ON keys(user_id);
-                    CREATE INDEX challenges_key ON challenges(key_id);
-                    CREATE INDEX challenges_user ON challenges(user_id);
-                    """)
+                    """ + Self.versionTwoTables)
             // Counters 1 to 7 were accepted under the strict rule.
             try db.execute(
                 sql: """
@@ -132,21 +124,7 @@ struct SQLiteMigrationTests {
         try queue.close()
 
         let store = try SQLiteAppAttestStore(path: path)
-        for counter: UInt32 in [6, 5, 1, 7] {
-            #expect(
-                try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
-                    == .counterRefused(highestCounter: 7), "counter \(counter) was accepted before the upgrade")
-        }
-        #expect(
-            try await store.acceptAssertion(.init(keyID: key, counter: 9, window: 64, challenge: nil))
-                == .accepted(highestCounter: 9))
-        // 8 was never used: the window accepts it, once.
-        #expect(
-            try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
-                == .accepted(highestCounter: 9))
-        #expect(
-            try await store.acceptAssertion(.init(keyID: key, counter: 8, window: 64, challenge: nil))
-                == .counterRefused(highestCounter: 9))
+        try await expectCountersBelowSevenUsed(store, key)
         await store.close()
     }
 }

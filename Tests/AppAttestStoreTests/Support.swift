@@ -132,3 +132,21 @@ func expectServiceError(
         Issue.record("expected \(code), got \(error). \(comment)", sourceLocation: sourceLocation)
     }
 }
+
+/// A key stored at counter 7 before the reorder window existed: with a window of 64, no counter up to 7 is accepted,
+/// 9 is, and then 8, which was never used, once.
+func expectCountersBelowSevenUsed(
+    _ store: any AppAttestStore, _ key: KeyID, sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    func accept(_ counter: UInt32) async throws -> AssertionAcceptanceOutcome {
+        try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
+    }
+    for counter: UInt32 in [6, 5, 1, 7] {
+        #expect(
+            try await accept(counter) == .counterRefused(highestCounter: 7),
+            "counter \(counter) was accepted before the upgrade", sourceLocation: sourceLocation)
+    }
+    #expect(try await accept(9) == .accepted(highestCounter: 9), sourceLocation: sourceLocation)
+    #expect(try await accept(8) == .accepted(highestCounter: 9), sourceLocation: sourceLocation)
+    #expect(try await accept(8) == .counterRefused(highestCounter: 9), sourceLocation: sourceLocation)
+}
