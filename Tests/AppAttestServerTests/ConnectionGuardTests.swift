@@ -35,24 +35,6 @@ struct ConnectionGuardTests {
         }
     }
 
-    /// A TCP connection to 127.0.0.1:port with a 4 KiB receive buffer, as a raw descriptor (-1 on failure).
-    static func connect(port: Int) -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var size: Int32 = 4096
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        if connected != 0 { close(descriptor) }
-        return connected == 0 ? descriptor : -1
-    }
-
     /// Whether the peer has closed the connection (a FIN or a reset), read from the socket's TCP state, without
     /// reading any of its data.
     static func closedByPeer(_ descriptor: Int32) -> Bool {
@@ -77,10 +59,10 @@ struct ConnectionGuardTests {
             // advertised is small), so that the answers fill them soon.
             var clients: [Int32] = []
             for _ in 0..<100 where clients.isEmpty {
-                let first = Self.connect(port: port)
+                let first = H.connect(port: port, receiveBuffer: 4096)
                 if first >= 0 { clients.append(first) } else { try await Task.sleep(for: .milliseconds(50)) }
             }
-            clients.append(Self.connect(port: port))
+            clients.append(H.connect(port: port, receiveBuffer: 4096))
             #expect(clients.count == 2 && clients.allSatisfy { $0 >= 0 })
             // On threads of their own: the flood blocks, and the server's handlers run on Swift's cooperative pool.
             for client in clients {

@@ -133,9 +133,13 @@ struct ServerHardeningTests {
 
     // MARK: Connections
 
-    /// A TCP connection to 127.0.0.1:port, as a raw descriptor.
-    static func connect(port: Int) -> Int32 {
+    /// A TCP connection to 127.0.0.1:port, as a raw descriptor (-1 on failure), with a receive buffer of
+    /// `receiveBuffer` bytes when given (set before connecting, so that the window advertised is that small).
+    static func connect(port: Int, receiveBuffer: Int32? = nil) -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
