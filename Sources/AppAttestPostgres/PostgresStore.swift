@@ -517,6 +517,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 }
             }
         } catch {
+            // Abandoned at the deadline: the transaction may still commit, so a retry could refuse what it accepted.
+            // 503 for the whole batch; a client's retry then sees the outcome.
+            if error.timedOut { throw error }
             // The transaction rolled back (a deadlock with a challenge another batch holds, a lost connection):
             // nothing of it was applied, so each acceptance is tried again on its own.
             var outcomes: [AssertionAcceptanceOutcome] = []

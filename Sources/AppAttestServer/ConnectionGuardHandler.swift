@@ -7,12 +7,13 @@ import NIOHTTPTypes
 /// “Connections”):
 ///
 /// - **Requests read ahead.** Once `maximumPipelined` requests have been read whose responses have not been written
-///   yet, the connection reads nothing more until one is: pipelined requests wait in the client's socket, not in the
-///   server's memory.
+///   yet, the connection reads nothing more until one is (but for the body of a request being read): pipelined
+///   requests wait in the client's socket, not in the server's memory. Bytes already read may hold more requests; a
+///   connection whose unanswered requests reach four times the bound (a depth no real client pipelines) is closed.
 /// - **Write progress.** A connection whose socket stays full (the client reads nothing) for `writeTimeout` is closed.
 ///   The idle timeout cannot do this: it does not fire while a response is pending.
-/// - **Lifetime.** A connection older than `lifetime` is closed as soon as it has no request in progress, so that no
-///   client holds one forever by keeping it busy.
+/// - **Lifetime.** A connection older than `lifetime` reads no further request and is closed once the answers of
+///   those it has read are written, so that no client holds one forever by keeping it busy.
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -28,8 +29,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var heldRead = false
     private var writeDeadline: Scheduled<Void>?
     private var lifetimeTimer: Scheduled<Void>?
-    /// The lifetime has passed: close once nothing is pending.
+    /// The lifetime has passed: read nothing more, close once nothing is pending.
     private var expired = false
+    /// A head was read whose request's end was not: its body must still be read, whatever the bound.
+    private var readingRequest = false
 
     init(maximumPipelined: Int, writeTimeout: TimeAmount, lifetime: TimeAmount) {
         self.maximumPipelined = max(1, maximumPipelined)
@@ -56,30 +59,48 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) { pending += 1 }
+        switch unwrapInboundIn(data) {
+        case .head:
+            pending += 1
+            readingRequest = true
+            guard pending <= 4 * maximumPipelined else {
+                context.close(promise: nil)
+                return
+            }
+        case .end:
+            readingRequest = false
+        case .body:
+            break
+        }
         context.fireChannelRead(data)
     }
 
     func read(context: ChannelHandlerContext) {
-        if pending >= maximumPipelined {
-            heldRead = true
-        } else {
+        if readingRequest || (!expired && pending < maximumPipelined) {
             context.read()
+        } else {
+            heldRead = true
         }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let isEnd: Bool
-        if case .end = unwrapOutboundIn(data) { isEnd = true } else { isEnd = false }
-        context.write(data, promise: promise)
-        guard isEnd else { return }
-        pending = max(0, pending - 1)
-        if expired, pending == 0 {
-            context.flush()
-            context.close(promise: nil)
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
             return
         }
-        if heldRead, pending < maximumPipelined {
+        pending = max(0, pending - 1)
+        if expired, pending == 0 {
+            // The last answer is written out before the connection closes (the write deadline bounds how long).
+            let written = context.eventLoop.makePromise(of: Void.self)
+            if let promise { written.futureResult.cascade(to: promise) }
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            written.futureResult.whenComplete { _ in loopBound.value.close(promise: nil) }
+            context.write(data, promise: written)
+            context.flush()
+            return
+        }
+        context.write(data, promise: promise)
+        if heldRead, !expired, pending < maximumPipelined {
             heldRead = false
             context.read()
         }

@@ -97,6 +97,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public let kind: Kind
     /// What the backend said, for logs (never shown to clients).
     public let message: String
+    /// The operation was abandoned at its deadline (``StoreDeadline``): what it did may still be applied, so it is not
+    /// to be retried as if it had rolled back.
+    package var timedOut = false
 
     /// A store failure.
     /// - Parameters:

@@ -54,8 +54,9 @@ package enum StoreDeadline {
             }
             let timer = Task {
                 guard (try? await Task.sleep(for: deadline)) != nil else { return }
-                self.finish(
-                    .failure(StoreError(.unavailable, "\(what) did not answer within \(Self.seconds(deadline)) s")))
+                var error = StoreError(.unavailable, "\(what) did not answer within \(Self.seconds(deadline)) s")
+                error.timedOut = true
+                self.finish(.failure(error))
             }
             let finishedAlready = state.withLock { state -> Bool in
                 state.work = work

@@ -87,13 +87,74 @@ struct ConnectionGuardTests {
             // And a new client is served at once.
             let next = H.connect(port: port)
             H.send(next, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            var answer = [UInt8](repeating: 0, count: 512)
-            var poller = pollfd(fd: next, events: Int16(POLLIN), revents: 0)
-            #expect(poll(&poller, 1, 5000) == 1, "no answer from the server")
-            let count = answer.withUnsafeMutableBytes { recv(next, $0.baseAddress, $0.count, 0) }
-            #expect(
-                count > 0 && String(decoding: answer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            let answer = await Self.answer(next, within: 5)
+            #expect(answer?.hasPrefix("HTTP/1.1 200") == true, "\(answer ?? "no answer from the server")")
             close(next)
+        }
+    }
+
+    /// Runs blocking socket calls on a thread of their own: the servers under test run on Swift's cooperative pool,
+    /// which a blocked test would starve.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// Waits up to `seconds` for bytes from the server, off the cooperative pool; the first bytes received, or nil.
+    static func answer(_ descriptor: Int32, within seconds: Int32) async -> String? {
+        await offPool { blockingAnswer(descriptor, within: seconds) }
+    }
+
+    private static func blockingAnswer(_ descriptor: Int32, within seconds: Int32) -> String? {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, seconds * 1000) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+        return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : nil
+    }
+
+    @Test("with a read-ahead bound of one, a request whose body comes after its head is still read and answered")
+    func bodyAfterHeadWithBoundOfOne() async throws {
+        try await Fixture.withListeningServer({ $0.maximumPipelinedRequests = 1 }) { port in
+            var client: Int32 = -1
+            for _ in 0..<100 where client < 0 {
+                client = H.connect(port: port)
+                if client < 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            let body = #"{"purpose":"attestation"}"#
+            H.send(
+                client,
+                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Fixture.tokenA)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            try await Task.sleep(for: .milliseconds(300))
+            H.send(client, body)
+            let answer = await Self.answer(client, within: 5)
+            #expect(answer?.hasPrefix("HTTP/1.1 200") == true, "\(answer ?? "no answer")")
+            close(client)
+        }
+    }
+
+    @Test("a connection past its lifetime is closed between requests, and reads no further request")
+    func lifetime() async throws {
+        try await Fixture.withListeningServer({ $0.connectionLifetimeSeconds = 1 }) { port in
+            var client: Int32 = -1
+            for _ in 0..<100 where client < 0 {
+                client = H.connect(port: port)
+                if client < 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            // Answered while young.
+            H.send(client, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await Self.answer(client, within: 5)?.hasPrefix("HTTP/1.1 200") == true)
+            // Kept busy past the lifetime: a request every 100 ms, each read before the next is sent.
+            var closed = false
+            for _ in 0..<40 where !closed {
+                H.send(client, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+                closed = await Self.answer(client, within: 2) == nil
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(closed, "a busy connection outlived its lifetime")
+            close(client)
         }
     }
 }
