@@ -349,7 +349,7 @@ public struct AppAttestService: Sendable {
     ///   - keyID: the key the app says signed it.
     ///   - issuingNextChallenge: also issue a challenge reserved for this key, stored in the same transaction as the
     ///     counter, for the app's next request (``AuthenticatedAssertion/nextChallenge``). Only a request that
-    ///     consumes a challenge gets one, so that a key's outstanding challenges never grow past its limit.
+    ///     consumes a challenge reserved for this key gets one, in its place, so that no limit is escaped this way.
     /// - Throws: ``AppAttestServiceError``.
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
@@ -421,8 +421,13 @@ public struct AppAttestService: Sendable {
             use = .init(challenge: challenge, purpose: Purpose.assertion, userID: entry.record.userID, now: now())
         }
         var next: ChallengeRecord?
-        if issuingNextChallenge, use != nil {
-            // Reserved for this key, and replacing the one consumed: the key's outstanding challenges do not grow.
+        // Only in place of a challenge reserved for this key (one more read): the next one replaces it, so that the
+        // key's outstanding challenges, the total and what its issuer holds never grow through next challenges (an
+        // unreserved challenge turned into a reserved one would escape the issuer's share).
+        if issuingNextChallenge, let challenge = binding.challenge,
+            try await run({ () async throws(StoreError) -> ChallengeRecord? in try await store.challenge(challenge) })?
+                .keyID == keyID
+        {
             next = ChallengeRecord(
                 challenge: Self.randomChallenge(), purpose: Purpose.assertion, keyID: keyID, userID: nil,
                 expiresAt: now().addingTimeInterval(challengeLifetime))

@@ -92,6 +92,17 @@ struct ServiceInputTests {
         #expect(
             try await harness.store.outstandingChallenges(keyID: device.keyID, userID: nil, now: harness.clock.now) == 0
         )
+        // Nor does one that consumes a challenge not reserved for this key (it would turn an issuer's challenge into
+        // one outside the issuer's share).
+        let unreserved = try await harness.service.issueChallenge(purpose: AppAttestService.Purpose.assertion)
+            .challenge
+        let withUnreserved = unreserved + Array("request".utf8)
+        #expect(
+            try await harness.service.authenticateAssertion(
+                try device.assert(clientData: withUnreserved),
+                clientData: try .opaque(withUnreserved, challenge: unreserved),
+                keyID: device.keyID, issuingNextChallenge: true
+            ).nextChallenge == nil)
         // The key's own challenge requests are still served.
         var challenge = try await harness.service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
