@@ -53,15 +53,14 @@ struct ConnectionGuardTests {
         try await Fixture.withListeningServer({
             $0.maximumConnections = 2
             $0.writeTimeoutSeconds = 1
+            // The largest bound, so that the write deadline is what mostly closes these (one readable event can still
+            // decode more than four times it: then the depth bound closes the connection, as `tooDeep` checks).
+            $0.maximumPipelinedRequests = 1024
             $0.idleTimeoutSeconds = 60
         }) { port in
             // Both of the server's connections, with small receive windows (set before connecting, so that the window
             // advertised is small), so that the answers fill them soon.
-            var clients: [Int32] = []
-            for _ in 0..<100 where clients.isEmpty {
-                let first = H.connect(port: port, receiveBuffer: 4096)
-                if first >= 0 { clients.append(first) } else { try await Task.sleep(for: .milliseconds(50)) }
-            }
+            var clients = [try await Self.connected(port: port, receiveBuffer: 4096)]
             clients.append(H.connect(port: port, receiveBuffer: 4096))
             #expect(clients.count == 2 && clients.allSatisfy { $0 >= 0 })
             // On threads of their own: the flood blocks, and the server's handlers run on Swift's cooperative pool.
@@ -93,6 +92,17 @@ struct ConnectionGuardTests {
         }
     }
 
+    /// A connection to a server that may still be starting: tried for up to 5 s.
+    static func connected(port: Int, receiveBuffer: Int32? = nil) async throws -> Int32 {
+        for _ in 0..<100 {
+            let client = H.connect(port: port, receiveBuffer: receiveBuffer)
+            if client >= 0 { return client }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the server did not accept a connection")
+        return -1
+    }
+
     /// Runs blocking socket calls on a thread of their own: the servers under test run on Swift's cooperative pool,
     /// which a blocked test would starve.
     static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
@@ -114,14 +124,25 @@ struct ConnectionGuardTests {
         return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : nil
     }
 
+    @Test("a client pipelining far deeper than the bound is closed without an answer read")
+    func tooDeep() async throws {
+        try await Fixture.withListeningServer({ _ in }) { port in
+            let client = try await Self.connected(port: port)
+            H.send(client, String(repeating: "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n", count: 200))
+            var closed = false
+            for _ in 0..<50 where !closed {
+                closed = Self.closedByPeer(client)
+                if !closed { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(closed, "200 pipelined requests, 4 times the bound of 16 exceeded")
+            close(client)
+        }
+    }
+
     @Test("with a read-ahead bound of one, a request whose body comes after its head is still read and answered")
     func bodyAfterHeadWithBoundOfOne() async throws {
         try await Fixture.withListeningServer({ $0.maximumPipelinedRequests = 1 }) { port in
-            var client: Int32 = -1
-            for _ in 0..<100 where client < 0 {
-                client = H.connect(port: port)
-                if client < 0 { try await Task.sleep(for: .milliseconds(50)) }
-            }
+            let client = try await Self.connected(port: port)
             let body = #"{"purpose":"attestation"}"#
             H.send(
                 client,
@@ -138,11 +159,7 @@ struct ConnectionGuardTests {
     @Test("a connection past its lifetime is closed between requests, and reads no further request")
     func lifetime() async throws {
         try await Fixture.withListeningServer({ $0.connectionLifetimeSeconds = 1 }) { port in
-            var client: Int32 = -1
-            for _ in 0..<100 where client < 0 {
-                client = H.connect(port: port)
-                if client < 0 { try await Task.sleep(for: .milliseconds(50)) }
-            }
+            let client = try await Self.connected(port: port)
             // Answered while young.
             H.send(client, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(await Self.answer(client, within: 5)?.hasPrefix("HTTP/1.1 200") == true)
