@@ -65,7 +65,7 @@ public enum AppAttestHTTPLimits {
     /// The default largest body of a protected request (it is hashed into the client data).
     public static let defaultMaximumProtectedBodySize = 1024 * 1024
     /// The longest user identifier bound to a key or challenge, in bytes.
-    public static let maximumUserIDLength = 256
+    public static let maximumUserIDLength = AppAttestService.maximumUserIDLength
     /// The largest challenge in a request, in bytes (the service issues 32).
     public static let maximumChallengeLength = AppAttestClientData.maximumChallengeLength
     /// The largest opaque client data, in bytes.

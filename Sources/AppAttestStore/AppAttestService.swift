@@ -259,14 +259,7 @@ public struct AppAttestService: Sendable {
         let time = now()
         if let keyID {
             // Reservations are for keys that can use them: an unknown key's would only fill the store.
-            let record: KeyRecord?
-            if let cached = keyCache.entry(keyID) {
-                record = cached.record
-            } else {
-                record = try await run { () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }
-            }
-            guard let record else { throw AppAttestServiceError(.unknownKey, "no key \(keyID)") }
-            guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+            _ = try await liveKey(keyID)
         }
         let total = try await run { () async throws(StoreError) -> Int in
             try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
@@ -375,22 +368,7 @@ public struct AppAttestService: Sendable {
         // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
         // conditional update below is what decides, so a stale counter or a revocation made elsewhere cannot let
         // an assertion through; it only means the refusal is found there instead of here.
-        let entry: KeyCache.Entry
-        if let cached = keyCache.entry(keyID) {
-            entry = cached
-        } else {
-            guard
-                let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
-            else {
-                throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
-            }
-            guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
-            let publicKey: AttestedPublicKey
-            do { publicKey = try AttestedPublicKey(x963Representation: record.publicKey) } catch {
-                throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
-            }
-            entry = keyCache.insert(record, publicKey: publicKey)
-        }
+        let entry = try await liveKey(keyID)
         // The environment policy applies now, not only when the key was attested: an App ID reconfigured for
         // production only stops accepting its development keys at once.
         guard verifier.configuration.apps[entry.record.appID]?.contains(entry.record.environment) == true else {
@@ -459,6 +437,22 @@ public struct AppAttestService: Sendable {
             throw Self.challengeRefusal(
                 stored, purpose: Purpose.assertion, keyID: keyID, userID: entry.record.userID, now: now())
         }
+    }
+
+    /// The key from the cache, or read from the store (and cached): `unknownKey` when there is none, `keyRevoked` when
+    /// it was revoked.
+    private func liveKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> KeyCache.Entry {
+        if let cached = keyCache.entry(keyID) { return cached }
+        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
+        else {
+            throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
+        }
+        guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+        let publicKey: AttestedPublicKey
+        do { publicKey = try AttestedPublicKey(x963Representation: record.publicKey) } catch {
+            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        }
+        return keyCache.insert(record, publicKey: publicKey)
     }
 
     /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,
