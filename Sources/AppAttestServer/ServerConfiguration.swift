@@ -238,19 +238,11 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// permission for group or others (`chmod 600`), the checks made on the opened file. A file planted by another
     /// user is refused, never adopted.
     public static func load(file path: String) throws(ServerConfigurationError) -> ServerConfiguration {
-        let bytes: [UInt8]
-        do {
-            guard let read = try SecretFile.read(path, limit: 1024 * 1024) else {
-                throw ServerConfigurationError("cannot read \(path): no such file")
-            }
-            bytes = read
-        } catch let refusal as SecretFile.Refusal {
-            throw ServerConfigurationError(refusal.description)
-        } catch let error as ServerConfigurationError {
-            throw error
-        } catch {
-            throw ServerConfigurationError("cannot read \(path)")
+        let read: [UInt8]?
+        do { read = try SecretFile.read(path, limit: 1024 * 1024) } catch {
+            throw ServerConfigurationError(error.description)
         }
+        guard let bytes = read else { throw ServerConfigurationError("cannot read \(path): no such file") }
         do { return try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
             throw ServerConfigurationError("\(path): \(error)")
         }
@@ -316,50 +308,25 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             }
             return number
         }
+        func wholeNumber(_ name: String) throws(ServerConfigurationError) -> Int? {
+            guard let value = environment[name] else { return nil }
+            guard let number = Int(value) else { throw ServerConfigurationError("\(name) is not a whole number") }
+            return number
+        }
         if let value = try number("APPATTEST_CHALLENGE_PURGE_INTERVAL") { challengePurgeIntervalSeconds = value }
         if let value = try number("APPATTEST_IDLE_TIMEOUT") { idleTimeoutSeconds = value }
         if let value = try number("APPATTEST_REQUEST_TIMEOUT") { requestTimeoutSeconds = value }
         if let value = try number("APPATTEST_WRITE_TIMEOUT") { writeTimeoutSeconds = value }
         if let value = try number("APPATTEST_CONNECTION_LIFETIME") { connectionLifetimeSeconds = value }
-        if let value = environment["APPATTEST_MAX_PIPELINED"] {
-            guard let count = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_MAX_PIPELINED is not a whole number")
-            }
-            maximumPipelinedRequests = count
-        }
+        if let value = try wholeNumber("APPATTEST_MAX_PIPELINED") { maximumPipelinedRequests = value }
         if let value = try number("APPATTEST_STARTUP_TIMEOUT") { startupTimeoutSeconds = value }
         if let value = try number("APPATTEST_STORE_TIMEOUT") { storeTimeoutSeconds = value }
-        if let value = environment["APPATTEST_CHALLENGES_PER_CALLER"] {
-            guard let count = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_CHALLENGES_PER_CALLER is not a whole number")
-            }
-            challengesPerCaller = count
-        }
+        if let value = try wholeNumber("APPATTEST_CHALLENGES_PER_CALLER") { challengesPerCaller = value }
         if let value = try number("APPATTEST_READINESS_TIMEOUT") { readinessTimeoutSeconds = value }
-        if let value = environment["APPATTEST_MAX_CONNECTIONS"] {
-            guard let count = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_MAX_CONNECTIONS is not a whole number")
-            }
-            maximumConnections = count
-        }
-        if let value = environment["APPATTEST_COUNTER_REORDER_WINDOW"] {
-            guard let size = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_COUNTER_REORDER_WINDOW is not a whole number")
-            }
-            counterReorderWindow = size
-        }
-        if let value = environment["APPATTEST_TIMESTAMP_WINDOW"] {
-            guard let seconds = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_TIMESTAMP_WINDOW is not a whole number")
-            }
-            timestampWindowSeconds = seconds
-        }
-        if let value = environment["APPATTEST_KEY_CACHE_SIZE"] {
-            guard let size = Int(value) else {
-                throw ServerConfigurationError("APPATTEST_KEY_CACHE_SIZE is not a whole number")
-            }
-            keyCacheSize = size
-        }
+        if let value = try wholeNumber("APPATTEST_MAX_CONNECTIONS") { maximumConnections = value }
+        if let value = try wholeNumber("APPATTEST_COUNTER_REORDER_WINDOW") { counterReorderWindow = value }
+        if let value = try wholeNumber("APPATTEST_TIMESTAMP_WINDOW") { timestampWindowSeconds = value }
+        if let value = try wholeNumber("APPATTEST_KEY_CACHE_SIZE") { keyCacheSize = value }
         if let value = try number("APPATTEST_KEY_CACHE_MAX_AGE") { keyCacheMaxAgeSeconds = value }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
