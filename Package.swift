@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "AppAttestVectors", targets: ["AppAttestVectors"]),
         .library(name: "AppAttestTesting", targets: ["AppAttestTesting"]),
         .library(name: "AppAttestStore", targets: ["AppAttestStore"]),
+        .library(name: "AppAttestLifecycle", targets: ["AppAttestLifecycle"]),
         .library(name: "AppAttestSQLite", targets: ["AppAttestSQLite"]),
         .library(name: "AppAttestPostgres", targets: ["AppAttestPostgres"]),
         .library(name: "AppAttestHTTP", targets: ["AppAttestHTTP"]),
@@ -151,7 +152,8 @@ let package = Package(
         .target(
             name: "AppAttestTesting",
             dependencies: [
-                "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestStore", "AppAttestClient",
+                "AppAttest", "AppAttestVectors", "AppAttestCBOR", "AppAttestStore", "AppAttestLifecycle",
+                "AppAttestClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -159,23 +161,32 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: Replay-safe state: challenges, attested keys, counters
+        // MARK: Replay-safe state: the store protocol, its records and the in-memory store
         .target(
             name: "AppAttestStore",
             dependencies: ["AppAttest", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // The service that owns a key's lifecycle on any store: challenges, attestations, assertions, revocation
+        .target(
+            name: "AppAttestLifecycle",
+            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // What the SQL stores share: planning a batch of acceptances into statements (no product)
+        .target(name: "AppAttestSQLSupport", dependencies: ["AppAttestStore", "AppAttest"], swiftSettings: strict),
         .target(
             name: "AppAttestSQLite",
             dependencies: [
-                "AppAttestStore", "AppAttest", .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+                "AppAttestStore", "AppAttestSQLSupport", "AppAttest",
+                .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
             ],
             swiftSettings: strict
         ),
         .target(
             name: "AppAttestPostgres",
             dependencies: [
-                "AppAttestStore", "AppAttest", .product(name: "Logging", package: "swift-log"),
+                "AppAttestStore", "AppAttestSQLSupport", "AppAttest", .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: postgres),
             ],
@@ -186,7 +197,7 @@ let package = Package(
         .target(
             name: "AppAttestHTTP",
             dependencies: [
-                "AppAttest", "AppAttestStore", "AppAttestWire",
+                "AppAttest", "AppAttestStore", "AppAttestLifecycle", "AppAttestWire",
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
             ],
             swiftSettings: strict
@@ -222,7 +233,7 @@ let package = Package(
         .target(
             name: "AppAttestHummingbird",
             dependencies: [
-                "AppAttest", "AppAttestStore", "AppAttestHTTP",
+                "AppAttest", "AppAttestStore", "AppAttestLifecycle", "AppAttestHTTP",
                 .product(name: "Hummingbird", package: "hummingbird", condition: hummingbird),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
@@ -233,7 +244,7 @@ let package = Package(
         .target(
             name: "AppAttestVapor",
             dependencies: [
-                "AppAttest", "AppAttestStore", "AppAttestHTTP",
+                "AppAttest", "AppAttestStore", "AppAttestLifecycle", "AppAttestHTTP",
                 .product(name: "Vapor", package: "vapor", condition: vapor),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: vapor),
             ],
@@ -244,7 +255,9 @@ let package = Package(
         .target(
             name: "AppAttestServer",
             dependencies: [
-                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestHTTP", "AppAttestSQLite",
+                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestLifecycle", "AppAttestHTTP",
+                "AppAttestWire",
+                "AppAttestSQLite",
                 "AppAttestPostgres", "AppAttestHummingbird", "AppleDeviceAPI",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird", condition: service),
@@ -274,7 +287,10 @@ let package = Package(
         // A process that drives a store, for the multi-process and SIGKILL tests and the store benchmark.
         .executableTarget(
             name: "appattest-store-worker",
-            dependencies: ["AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest"],
+            dependencies: [
+                "AppAttestStore", "AppAttestLifecycle", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting",
+                "AppAttest",
+            ],
             swiftSettings: strict
         ),
 
@@ -282,7 +298,8 @@ let package = Package(
         .executableTarget(
             name: "appattest",
             dependencies: [
-                "AppAttest", "AppAttestVectors", "AppAttestTesting", "AppAttestStore", "AppAttestCrypto",
+                "AppAttest", "AppAttestVectors", "AppAttestTesting", "AppAttestStore", "AppAttestLifecycle",
+                "AppAttestWire", "AppAttestCrypto",
                 "AppAttestCBOR", "AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestSQLite", "AppAttestPostgres",
                 "AppAttestServer",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -307,7 +324,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "AppAttestCommandTests", dependencies: ["appattest", "AppAttestStore"], swiftSettings: strict),
+            name: "AppAttestCommandTests", dependencies: ["appattest", "AppAttestStore", "AppAttestLifecycle"],
+            swiftSettings: strict),
         .testTarget(
             name: "AppAttestTestingTests",
             dependencies: [
@@ -329,8 +347,9 @@ let package = Package(
         .testTarget(
             name: "AppAttestStoreTests",
             dependencies: [
-                "AppAttestStore", "AppAttestSQLite", "AppAttestPostgres", "AppAttestTesting", "AppAttest",
-                "appattest-store-worker", .product(name: "Crypto", package: "swift-crypto"),
+                "AppAttestStore", "AppAttestLifecycle", "AppAttestSQLSupport", "AppAttestSQLite", "AppAttestPostgres",
+                "AppAttestTesting", "AppAttest", "appattest-store-worker",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
                 .product(name: "Logging", package: "swift-log"),
@@ -340,8 +359,8 @@ let package = Package(
         .testTarget(
             name: "AppAttestHummingbirdTests",
             dependencies: [
-                "AppAttestHummingbird", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
-                "AppAttestSQLite", "AppAttestPostgres",
+                "AppAttestHummingbird", "AppAttestHTTP", "AppAttestStore", "AppAttestLifecycle", "AppAttestTesting",
+                "AppAttest", "AppAttestWire", "AppAttestSQLite", "AppAttestPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: hummingbird),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: hummingbird),
             ],
@@ -350,16 +369,16 @@ let package = Package(
         .testTarget(
             name: "AppAttestVaporTests",
             dependencies: [
-                "AppAttestVapor", "AppAttestHTTP", "AppAttestStore", "AppAttestTesting", "AppAttest",
-                .product(name: "VaporTesting", package: "vapor", condition: vapor),
+                "AppAttestVapor", "AppAttestHTTP", "AppAttestStore", "AppAttestLifecycle", "AppAttestTesting",
+                "AppAttest", "AppAttestWire", .product(name: "VaporTesting", package: "vapor", condition: vapor),
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AppAttestClientTests",
             dependencies: [
-                "AppAttestClient", "AppAttestTesting", "AppAttest", "AppAttestStore", "AppAttestSQLite",
-                "AppAttestHTTP",
+                "AppAttestClient", "AppAttestTesting", "AppAttest", "AppAttestStore", "AppAttestLifecycle",
+                "AppAttestWire", "AppAttestSQLite", "AppAttestHTTP",
                 "AppAttestHummingbird", "AppAttestVapor", "AppAttestServer", "AppAttestServiceClient",
                 .product(
                     name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: serviceClient
@@ -374,8 +393,8 @@ let package = Package(
         .testTarget(
             name: "AppAttestServerTests",
             dependencies: [
-                "AppAttestServer", "AppAttestHTTP", "AppAttestStore", "AppAttestSQLite", "AppAttestTesting",
-                "AppAttest",
+                "AppAttestServer", "AppAttestHTTP", "AppAttestStore", "AppAttestLifecycle", "AppAttestWire",
+                "AppAttestSQLite", "AppAttestTesting", "AppAttest",
                 "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird", "AppAttestServiceClient",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: serviceClient),
                 .product(

@@ -4,8 +4,8 @@
 #   bash Scripts/api.sh --update   rewrites api/ (commit it, so that the change is visible in review)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(AppAttest AppAttestClient AppAttestVectors AppAttestTesting AppAttestStore AppAttestHTTP AppAttestSQLite AppAttestPostgres
-    AppAttestHummingbird AppAttestVapor AppleDeviceAPI AppleDeviceAPITesting)
+modules=(AppAttest AppAttestClient AppAttestVectors AppAttestTesting AppAttestStore AppAttestLifecycle AppAttestHTTP AppAttestSQLite AppAttestPostgres
+    AppAttestHummingbird AppAttestVapor AppAttestServiceClient AppleDeviceAPI AppleDeviceAPITesting)
 graphs="$(bash Scripts/symbol-graphs.sh)"
 current="$(mktemp -d)"
 for module in "${modules[@]}"; do

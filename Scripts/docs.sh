@@ -3,7 +3,7 @@
 #   bash Scripts/docs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(AppAttest AppAttestClient AppAttestStore AppAttestHTTP AppAttestHummingbird)
+modules=(AppAttest AppAttestClient AppAttestStore AppAttestLifecycle AppAttestHTTP AppAttestHummingbird)
 graphs="$(bash Scripts/symbol-graphs.sh)"
 for module in "${modules[@]}"; do
     input="$(mktemp -d)"

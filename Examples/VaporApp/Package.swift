@@ -16,6 +16,7 @@ let package = Package(
             dependencies: [
                 .product(name: "AppAttest", package: "swift-app-attest"),
                 .product(name: "AppAttestStore", package: "swift-app-attest"),
+                .product(name: "AppAttestLifecycle", package: "swift-app-attest"),
                 .product(name: "AppAttestVapor", package: "swift-app-attest"),
                 .product(name: "Vapor", package: "vapor"),
             ]
@@ -26,6 +27,7 @@ let package = Package(
             dependencies: [
                 "App",
                 .product(name: "AppAttestTesting", package: "swift-app-attest"),
+                .product(name: "AppAttestLifecycle", package: "swift-app-attest"),
                 .product(name: "AppAttestHTTP", package: "swift-app-attest"),
                 .product(name: "VaporTesting", package: "vapor"),
             ]

@@ -12,9 +12,8 @@ public import Foundation
 /// let verifier = try AppAttestVerifier(configuration: .init(
 ///     appID: try AppID("ABCDE12345.com.example.app"), environment: .production))
 /// let attested = try verifier.verifyAttestation(object, keyID: keyID, challenge: challenge)
-/// // store attested.publicKey.x963Representation, attested.receipt, counter 0 …
-/// let verified = try verifier.verifyAssertion(assertion, clientData: clientData,
-///     publicKey: attested.publicKey, appID: attested.appID, previousCounter: 0)
+/// // store attested.key (its point, App ID, environment, counter 0) and attested.receipt …
+/// let verified = try verifier.verifyAssertion(assertion, clientData: clientData, key: attested.key)
 /// // store verified.counter atomically (compare-and-set on the previous value)
 /// ```
 public struct AppAttestVerifier: Sendable {
@@ -53,19 +52,21 @@ public struct AppAttestVerifier: Sendable {
         }
     }
 
-    /// The instant at which certificate validity is judged.
-    public enum VerificationTime: Sendable, Hashable {
-        /// The system clock at each verification.
-        case now
-        /// A fixed instant, for recorded test vectors and replays of old data.
-        case fixed(Date)
+    /// The instant at which certificate validity is judged: the system clock at each verification.
+    ///
+    /// A fixed instant, for recorded test vectors and replays of old data, is ``fixed(_:)``, behind
+    /// `@_spi(FixedVerificationTime)` so that production code cannot pin time by accident.
+    public struct VerificationTime: Sendable, Hashable {
+        private let fixedDate: Date?
 
-        var date: Date {
-            switch self {
-            case .now: return Date()
-            case .fixed(let date): return date
-            }
-        }
+        /// The system clock at each verification.
+        public static let now = VerificationTime(fixedDate: nil)
+
+        /// A fixed instant, for recorded test vectors and replays of old data.
+        @_spi(FixedVerificationTime)
+        public static func fixed(_ date: Date) -> VerificationTime { VerificationTime(fixedDate: date) }
+
+        var date: Date { fixedDate ?? Date() }
     }
 
     /// The largest clock skew leeway accepted, in seconds (a week): enough for replaying recorded data, and far
@@ -231,7 +232,8 @@ public struct AppAttestVerifier: Sendable {
             osVersion = AppleExtensions.taggedText(AppleExtensions.osVersionTag, inExtensionValue: properties)
         }
         return VerifiedAttestation(
-            keyID: keyID, appID: appID, environment: environment, publicKey: publicKey, receipt: object.receipt,
+            key: AttestedKey(publicKey: publicKey, appID: appID, environment: environment, counter: 0),
+            receipt: object.receipt,
             authenticatorData: authData, clientDataHash: Array(clientDataHash), osVersion: osVersion,
             certificateChain: object.certificateChain)
     }
@@ -272,28 +274,27 @@ public struct AppAttestVerifier: Sendable {
     /// The signature is ECDSA-SHA256 over nonce = SHA-256(authenticatorData ‖ SHA-256(clientData)), so the
     /// digest signed is SHA-256(nonce) (<doc:VerifyingAssertions>). Checking the challenge inside `clientData` is the
     /// caller's (<doc:VerifyingAssertions> step 6): do it after this returns, then store the new counter with a
-    /// compare-and-set.
+    /// compare-and-set that applies the same `counterPolicy`.
     /// - Parameters:
     ///   - assertion: the CBOR bytes from `generateAssertion`.
     ///   - clientData: the exact bytes the app hashed.
-    ///   - publicKey: the key stored at attestation; reuse the parsed value.
-    ///   - appID: the App ID the key was attested for.
-    ///   - previousCounter: the stored counter (0 right after attestation).
+    ///   - key: the key as stored after attestation, with its highest accepted counter; reuse the parsed value.
+    ///   - counterPolicy: which counters are admitted (strictly increasing, Apple's rule, by default).
     /// - Throws: ``AppAttestError`` with the first failed check's code.
     public func verifyAssertion(
-        _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, publicKey: AttestedPublicKey,
-        appID: AppID, previousCounter: UInt32
+        _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, key: AttestedKey,
+        counterPolicy: CounterPolicy = .strictlyIncreasing
     ) throws(AppAttestError) -> VerifiedAssertion {
         try verifyAssertion(
-            assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), publicKey: publicKey,
-            appID: appID, previousCounter: previousCounter)
+            assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), key: key,
+            counterPolicy: counterPolicy)
     }
 
     /// Verifies an assertion given SHA-256 of the client data rather than the data itself.
     /// - Throws: ``AppAttestError`` with the first failed check's code.
     public func verifyAssertion(
-        _ assertion: some Collection<UInt8>, clientDataHash: some Collection<UInt8>, publicKey: AttestedPublicKey,
-        appID: AppID, previousCounter: UInt32
+        _ assertion: some Collection<UInt8>, clientDataHash: some Collection<UInt8>, key: AttestedKey,
+        counterPolicy: CounterPolicy = .strictlyIncreasing
     ) throws(AppAttestError) -> VerifiedAssertion {
         guard assertion.count <= AssertionObject.maximumSize else {
             throw AppAttestError(
@@ -302,8 +303,8 @@ public struct AppAttestVerifier: Sendable {
         guard clientDataHash.count == 32 else {
             throw AppAttestError(.malformed, "clientDataHash of \(clientDataHash.count) bytes, not 32")
         }
-        guard configuration.apps[appID] != nil else {
-            throw AppAttestError(.appIdMismatch, "\(appID) is not a configured App ID")
+        guard configuration.apps[key.appID] != nil else {
+            throw AppAttestError(.appIdMismatch, "\(key.appID) is not a configured App ID")
         }
         let object = try AssertionObject(cborEncoded: Array(assertion))
         let authData = object.authenticatorData
@@ -311,23 +312,26 @@ public struct AppAttestVerifier: Sendable {
         // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, “Verifying assertions
         // and counters”).
         guard
-            publicKey.isValidAssertionSignature(
+            key.publicKey.isValidAssertionSignature(
                 derEncoded: object.signature, authenticatorData: authData.rawRepresentation,
                 clientDataHash: Array(clientDataHash))
         else {
             throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
         }
         // Step 4: rpIdHash.
-        guard constantTimeEquals(authData.rpIDHash, appID.rpIDHash) else {
-            throw AppAttestError(.appIdMismatch, "rpIdHash is not SHA-256 of \(appID)")
+        guard constantTimeEquals(authData.rpIDHash, key.appID.rpIDHash) else {
+            throw AppAttestError(.appIdMismatch, "rpIdHash is not SHA-256 of \(key.appID)")
         }
-        // Step 5: strictly increasing counter (“Verifying assertions and counters”).
-        guard authData.counter > previousCounter else {
+        // Step 5: an increasing counter (“Verifying assertions and counters”), or one within the policy's window.
+        guard counterPolicy.admits(authData.counter, highest: key.counter) else {
             throw AppAttestError(
-                .counterNotIncreasing, "counter \(authData.counter) is not greater than \(previousCounter)")
+                .counterNotIncreasing,
+                counterPolicy.window == 1
+                    ? "counter \(authData.counter) is not greater than \(key.counter)"
+                    : "counter \(authData.counter) is outside the window of \(counterPolicy.window) below \(key.counter)"
+            )
         }
-        return VerifiedAssertion(
-            publicKey: publicKey, appID: appID, counter: authData.counter, authenticatorData: authData)
+        return VerifiedAssertion(key: key, counter: authData.counter, authenticatorData: authData)
     }
 }
 
@@ -345,14 +349,9 @@ extension AppAttestError {
 
 /// An attestation that passed every check. Only ``AppAttestVerifier`` creates one.
 public struct VerifiedAttestation: Sendable, Hashable {
-    /// The key identifier (SHA-256 of the public key).
-    public let keyID: KeyID
-    /// The App ID whose rpIdHash the authenticator data carries.
-    public let appID: AppID
-    /// The environment named by the AAGUID.
-    public let environment: AppAttestEnvironment
-    /// The attested key: store ``AttestedPublicKey/x963Representation`` and verify assertions with it.
-    public let publicKey: AttestedPublicKey
+    /// The attested key (its App ID from the authenticator data's rpIdHash, its environment from the AAGUID, counter
+    /// 0): store it and verify assertions with it.
+    public let key: AttestedKey
     /// The App Attest receipt as received (CMS, BER); validate and store it (<doc:ReceiptsAndRiskMetric>).
     public let receipt: [UInt8]
     /// The authenticator data (counter 0).
@@ -366,23 +365,16 @@ public struct VerifiedAttestation: Sendable, Hashable {
 
     /// The iOS 27 extensions map of the authenticator data, if any.
     public var extensions: AuthenticatorExtensions? { authenticatorData.extensions }
-    /// Always 0 for a verified attestation; the counter to store.
-    public var counter: UInt32 { authenticatorData.counter }
 }
 
 /// An assertion that passed every check. Only ``AppAttestVerifier`` creates one.
 public struct VerifiedAssertion: Sendable, Hashable {
-    /// The key that signed it.
-    public let publicKey: AttestedPublicKey
-    /// The App ID it was checked against.
-    public let appID: AppID
-    /// The new counter: store it atomically in place of the previous one.
+    /// The key that signed it, as it was given to the verifier.
+    public let key: AttestedKey
+    /// The assertion's counter: store it atomically, with the policy it was verified under.
     public let counter: UInt32
     /// The authenticator data.
     public let authenticatorData: AuthenticatorData
-
-    /// The key identifier.
-    public var keyID: KeyID { publicKey.keyID }
     /// The iOS 27 extensions map of the authenticator data, if any.
     public var extensions: AuthenticatorExtensions? { authenticatorData.extensions }
 }

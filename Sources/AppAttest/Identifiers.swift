@@ -113,6 +113,9 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
 
     init(unchecked bytes: [UInt8]) { rawValue = bytes }
 
+    /// 32 zero bytes: the identifier of no key in practice (it would take a point whose SHA-256 is zero), for probes.
+    package static let unassigned = KeyID(unchecked: [UInt8](repeating: 0, count: 32))
+
     /// Hashes the 32 bytes at once (the synthesized hash feeds them one by one; keys are looked up on every
     /// verification).
     public func hash(into hasher: inout Hasher) {

@@ -239,8 +239,9 @@ public struct AppAttestReceiptValidator: Sendable {
         public static func attestation(_ attestation: VerifiedAttestation, freshlyReceived: Bool = true) -> Expectation
         {
             Expectation(
-                appID: attestation.appID, publicKey: attestation.publicKey, clientDataHash: attestation.clientDataHash,
-                type: .attest, environment: attestation.environment, freshlyReceived: freshlyReceived)
+                appID: attestation.key.appID, publicKey: attestation.key.publicKey,
+                clientDataHash: attestation.clientDataHash,
+                type: .attest, environment: attestation.key.environment, freshlyReceived: freshlyReceived)
         }
     }
 

@@ -1,6 +1,8 @@
 #if HTTP
 public import AppAttest
+import AppAttestWire
 public import AppAttestStore
+public import AppAttestLifecycle
 public import Foundation
 public import HTTPTypes
 internal import AppAttestWire
@@ -139,7 +141,7 @@ public struct AppAttestHTTPResponse: Sendable, Hashable {
 ///   "expiresAt": ISO 8601}`
 /// - attestation: `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
 ///   `{"keyId", "appId", "environment"}`
-/// - protected request: the headers of `AppAttestRequestBinding`.
+/// - protected request: the headers of the canonical request binding (`AppAttestClientData`).
 public struct AppAttestHTTPOperations: Sendable {
     /// The service the operations run on.
     public let service: AppAttestService
@@ -215,7 +217,7 @@ public struct AppAttestHTTPOperations: Sendable {
                 purpose: purpose, keyID: keyID, userID: userID, issuer: issuer)
             return .json(
                 ChallengeResponse(
-                    challenge: AppAttestRequestBinding.base64URL(issued.challenge), expiresAt: issued.expiresAt))
+                    challenge: RequestBindingLayout.base64URL(issued.challenge), expiresAt: issued.expiresAt))
         } catch {
             return .problem(AppAttestProblem(error))
         }
@@ -233,8 +235,8 @@ public struct AppAttestHTTPOperations: Sendable {
         case .success(let record):
             return .json(
                 AttestationResponse(
-                    keyId: record.keyID.base64EncodedString, appId: record.appID.rawValue,
-                    environment: record.environment.rawValue))
+                    keyId: record.keyID.base64EncodedString, appId: record.key.appID.rawValue,
+                    environment: record.key.environment.rawValue))
         case .failure(let problem): return .problem(problem)
         }
     }
@@ -246,8 +248,8 @@ public struct AppAttestHTTPOperations: Sendable {
         async -> Result<KeyRecord, AppAttestProblem>
     {
         guard let keyID = try? KeyID(base64Encoded: keyText),
-            let object = AppAttestRequestBinding.decodeBase64(attestationObject, limit: AttestationObject.maximumSize),
-            let challenge = AppAttestRequestBinding.decodeBase64URL(challengeText, limit: 1024),
+            let object = RequestBindingLayout.decodeBase64(attestationObject, limit: AttestationObject.maximumSize),
+            let challenge = RequestBindingLayout.decodeBase64URL(challengeText, limit: 1024),
             userID.map({ $0.utf8.count <= AppAttestHTTPLimits.maximumUserIDLength }) ?? true
         else {
             return .failure(.malformed("Expected keyId, attestationObject and challenge"))
@@ -261,7 +263,7 @@ public struct AppAttestHTTPOperations: Sendable {
     }
 
     /// Verifies the assertion a protected request carries (``AppAttestHTTPHeaders``), bound to its method, path and
-    /// query, body and freshness (`AppAttestRequestBinding`), and advances the key's counter in one store
+    /// query, body and freshness (`AppAttestClientData`), and advances the key's counter in one store
     /// transaction.
     /// - Parameters:
     ///   - request: the request head as received (its path is the percent-encoded target, trailing slash kept).
@@ -277,7 +279,7 @@ public struct AppAttestHTTPOperations: Sendable {
             let assertionText = fields[AppAttestHTTPHeaders.assertion]
         else { return .failure(.missingAssertion) }
         guard let keyID = try? KeyID(base64Encoded: keyText),
-            let assertion = AppAttestRequestBinding.decodeBase64(assertionText, limit: AssertionObject.maximumSize)
+            let assertion = RequestBindingLayout.decodeBase64(assertionText, limit: AssertionObject.maximumSize)
         else { return .failure(.malformed("App Attest headers are malformed")) }
         // The key's token is taken before any work, atomically, so that concurrent requests cannot pass beyond the
         // bucket, and given back when the assertion does not verify, so that someone who merely knows a keyId cannot
@@ -295,11 +297,13 @@ public struct AppAttestHTTPOperations: Sendable {
             case .challenge, .nextChallenge:
                 guard let text = fields[AppAttestHTTPHeaders.challenge] else { return .failure(.missingAssertion) }
                 guard
-                    let challenge = AppAttestRequestBinding.decodeBase64URL(
+                    let challenge = RequestBindingLayout.decodeBase64URL(
                         text, limit: AppAttestHTTPLimits.maximumChallengeLength)
                 else { return .failure(.malformed("App Attest headers are malformed")) }
-                clientData = try AppAttestClientData.request(
-                    method: method, pathAndQuery: path, bodySHA256: bodyHash, challenge: challenge)
+                clientData = try Self.bind { () throws(AppAttestError) in
+                    try AppAttestClientData.request(
+                        method: method, pathAndQuery: path, bodySHA256: bodyHash, challenge: challenge)
+                }
             case .timestamp:
                 guard let text = fields[AppAttestHTTPHeaders.timestamp] else { return .failure(.missingAssertion) }
                 guard text.utf8.count <= 16, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
@@ -309,8 +313,10 @@ public struct AppAttestHTTPOperations: Sendable {
                 let skew = abs(Double(milliseconds) / 1000 - now.timeIntervalSince1970)
                 let window = Double(freshness.window.components.seconds)
                 guard skew <= window else { return .failure(.staleTimestamp) }
-                clientData = try AppAttestClientData.request(
-                    method: method, pathAndQuery: path, bodySHA256: bodyHash, timestampMilliseconds: milliseconds)
+                clientData = try Self.bind { () throws(AppAttestError) in
+                    try AppAttestClientData.request(
+                        method: method, pathAndQuery: path, bodySHA256: bodyHash, timestampMilliseconds: milliseconds)
+                }
             }
             let authenticated = try await service.authenticateAssertion(
                 assertion, clientData: clientData, keyID: keyID,
@@ -318,13 +324,13 @@ public struct AppAttestHTTPOperations: Sendable {
             charged = true
             var response = HTTPFields()
             if let next = authenticated.nextChallenge {
-                response[AppAttestHTTPHeaders.nextChallenge] = AppAttestRequestBinding.base64URL(next.challenge)
+                response[AppAttestHTTPHeaders.nextChallenge] = RequestBindingLayout.base64URL(next.challenge)
             }
             return .success(
                 AppAttestAuthentication(
                     device: AttestedDevice(
-                        keyID: keyID, userID: authenticated.key.userID, counter: authenticated.assertion.counter,
-                        riskMetric: authenticated.key.riskMetric),
+                        keyID: keyID, userID: authenticated.record.userID, counter: authenticated.assertion.counter,
+                        riskMetric: authenticated.record.riskMetric),
                     responseHeaderFields: response))
         } catch {
             return .failure(AppAttestProblem(error))
@@ -374,7 +380,7 @@ public struct AppAttestHTTPOperations: Sendable {
             return .failure(.malformed("Expected keyId, assertion, and clientData or request"))
         }
         guard let keyID = try? KeyID(base64Encoded: request.keyId),
-            let assertion = AppAttestRequestBinding.decodeBase64(request.assertion, limit: AssertionObject.maximumSize)
+            let assertion = RequestBindingLayout.decodeBase64(request.assertion, limit: AssertionObject.maximumSize)
         else { return .failure(.malformed("Expected keyId and assertion")) }
         if let refusal = await authorize(keyID) { return .failure(refusal) }
         let clientData: AppAttestClientData
@@ -382,36 +388,42 @@ public struct AppAttestHTTPOperations: Sendable {
             switch (request.clientData, request.request) {
             case (let text?, nil):
                 guard
-                    let data = AppAttestRequestBinding.decodeBase64(
+                    let data = RequestBindingLayout.decodeBase64(
                         text, limit: AppAttestHTTPLimits.maximumClientDataLength)
                 else { return .failure(.malformed("clientData is not Base64 (at most 64 KiB)")) }
                 var challenge: [UInt8]?
                 if let text = request.challenge {
                     guard
-                        let bytes = AppAttestRequestBinding.decodeBase64URL(
+                        let bytes = RequestBindingLayout.decodeBase64URL(
                             text, limit: AppAttestHTTPLimits.maximumChallengeLength)
                     else { return .failure(.malformed("challenge is not Base64URL")) }
                     challenge = bytes
                 }
-                clientData = try AppAttestClientData.opaque(data, challenge: challenge)
+                clientData = try Self.bind { () throws(AppAttestError) in
+                    try AppAttestClientData.opaque(data, challenge: challenge)
+                }
             case (nil, let bound?):
                 guard request.challenge == nil,
-                    let hash = AppAttestRequestBinding.decodeBase64(bound.bodySha256, limit: 64)
+                    let hash = RequestBindingLayout.decodeBase64(bound.bodySha256, limit: 64)
                 else { return .failure(.malformed("request needs method, pathAndQuery and bodySha256")) }
                 switch (bound.challenge, bound.timestamp) {
                 case (let text?, nil):
                     guard
-                        let bytes = AppAttestRequestBinding.decodeBase64URL(
+                        let bytes = RequestBindingLayout.decodeBase64URL(
                             text, limit: AppAttestHTTPLimits.maximumChallengeLength)
                     else { return .failure(.malformed("request.challenge is not Base64URL")) }
-                    clientData = try AppAttestClientData.request(
-                        method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+                    clientData = try Self.bind { () throws(AppAttestError) in
+                        try AppAttestClientData.request(
+                            method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash, challenge: bytes)
+                    }
                 case (nil, let milliseconds?):
                     let skew = abs(Double(milliseconds) / 1000 - now.timeIntervalSince1970)
                     guard skew <= Double(timestampWindow.components.seconds) else { return .failure(.staleTimestamp) }
-                    clientData = try AppAttestClientData.request(
-                        method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash,
-                        timestampMilliseconds: milliseconds)
+                    clientData = try Self.bind { () throws(AppAttestError) in
+                        try AppAttestClientData.request(
+                            method: bound.method, pathAndQuery: bound.pathAndQuery, bodySHA256: hash,
+                            timestampMilliseconds: milliseconds)
+                    }
                 default:
                     return .failure(.malformed("request needs exactly one of challenge and timestamp"))
                 }
@@ -425,6 +437,13 @@ public struct AppAttestHTTPOperations: Sendable {
         } catch {
             return .failure(AppAttestProblem(error))
         }
+    }
+
+    /// Client data built by `make`, its refusal as the service's (`malformedBinding`).
+    private static func bind(_ make: () throws(AppAttestError) -> AppAttestClientData) throws(AppAttestServiceError)
+        -> AppAttestClientData
+    {
+        do { return try make() } catch { throw AppAttestServiceError(binding: error) }
     }
 
     /// Decodes a JSON body of at most ``AppAttestHTTPLimits/maximumJSONBodySize`` bytes; nil for anything else.

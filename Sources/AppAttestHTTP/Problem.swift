@@ -1,5 +1,6 @@
 #if HTTP
 public import AppAttestStore
+public import AppAttestLifecycle
 import Foundation
 public import HTTPTypes
 

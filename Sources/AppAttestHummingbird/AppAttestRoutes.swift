@@ -2,6 +2,7 @@
 import AppAttest
 public import AppAttestHTTP
 public import AppAttestStore
+public import AppAttestLifecycle
 import Foundation
 public import Hummingbird
 import NIOCore

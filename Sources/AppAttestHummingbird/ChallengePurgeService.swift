@@ -1,5 +1,6 @@
 #if Hummingbird
 public import AppAttestStore
+public import AppAttestLifecycle
 public import ServiceLifecycle
 
 /// Runs an `AppAttestChallengePurger` as a swift-service-lifecycle service, so that expired

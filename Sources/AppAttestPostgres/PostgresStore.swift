@@ -1,6 +1,7 @@
 #if PostgreSQL
 public import AppAttest
 public import AppAttestStore
+import AppAttestSQLSupport
 public import Foundation
 public import Logging
 public import PostgresNIO
@@ -34,7 +35,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     /// - Throws: `StoreError.Kind.unavailable` with a message when the URL is not usable or the database does not
     ///   answer in time.
     public static func connect(
-        url: String, logger: Logger = Logger(label: "AppAttestPostgres"), startupTimeout: Duration = .seconds(30),
+        url: String, logger: Logger = Logger(label: "AppAttestPostgres", factory: { _ in SwiftLogNoOpLogHandler() }),
+        startupTimeout: Duration = .seconds(30),
         operationTimeout: Duration = defaultOperationTimeout
     )
         async throws(StoreError) -> PostgresAppAttestStore
@@ -122,7 +124,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///   - startupTimeout: how long to wait for the database before failing.
     ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
     public static func connect(
-        configuration: PostgresClient.Configuration, logger: Logger = Logger(label: "AppAttestPostgres"),
+        configuration: PostgresClient.Configuration,
+        logger: Logger = Logger(label: "AppAttestPostgres", factory: { _ in SwiftLogNoOpLogHandler() }),
         startupTimeout: Duration = .seconds(30), operationTimeout: Duration = defaultOperationTimeout
     )
         async throws(StoreError) -> PostgresAppAttestStore
@@ -150,7 +153,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///   - startupTimeout: how long to wait for the database before failing.
     ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
     public static func make(
-        client: PostgresClient, logger: Logger = Logger(label: "AppAttestPostgres"),
+        client: PostgresClient,
+        logger: Logger = Logger(label: "AppAttestPostgres", factory: { _ in SwiftLogNoOpLogHandler() }),
         startupTimeout: Duration = .seconds(30), operationTimeout: Duration = defaultOperationTimeout
     ) async throws(StoreError) -> PostgresAppAttestStore {
         let store = PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
@@ -282,7 +286,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     // Keys from before the window: which counters below the highest were used is not known, so all
                     // of them count as used (all 63 bits). Zero would let each be accepted once more.
                     try await connection.query(
-                        "UPDATE app_attest_keys SET seen = \(AssertionAcceptance.allBelowHighestSeen)", logger: logger)
+                        "UPDATE app_attest_keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)",
+                        logger: logger)
                 }
                 // Who asked for each challenge, so that what one issuer may hold is bounded.
                 try await connection.query(
@@ -433,9 +438,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     }
 
     public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
-        let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.appID.rawValue
-        let environment = record.environment.rawValue, publicKey = Data(record.publicKey),
-            counter = Int64(record.counter)
+        let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.key.appID.rawValue
+        let environment = record.key.environment.rawValue, publicKey = Data(record.key.publicKey.x963Representation),
+            counter = Int64(record.key.counter)
         let receipt = Data(record.receipt), metric = record.riskMetric.map(Int64.init)
         let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
         let revoked = record.revokedAt?.timeIntervalSince1970
@@ -541,7 +546,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             CounterUpdates(
                 counters: round.map { Int64(batch[$0].counter) },
                 keyIDs: round.map { ByteBuffer(bytes: batch[$0].keyID.rawValue) },
-                windows: round.map { Int64(batch[$0].boundedWindow) })
+                windows: round.map { Int64(batch[$0].counterPolicy.window) })
         }
         // Each round's accepted keys and their highest counters, as the round left them.
         let returned: [[Data: Int64]]
@@ -672,7 +677,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     {
         let update = CounterUpdate(
             counter: Int64(acceptance.counter), keyID: Data(acceptance.keyID.rawValue),
-            window: Int64(acceptance.boundedWindow))
+            window: Int64(acceptance.counterPolicy.window))
         let highest: Int64?
         if acceptance.challenge == nil && acceptance.nextChallenge == nil {
             highest = try await session.execute(update).first
@@ -833,16 +838,11 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
         var records: [KeyRecord] = []
         for row in rows {
-            guard let environment = AppAttestEnvironment(rawValue: row.3), let appID = try? AppID(row.2),
-                let counter = UInt32(exactly: row.5)
-            else { throw StoreError(.corrupted, "a stored key does not decode") }
             records.append(
-                KeyRecord(
-                    keyID: try Self.keyID(row.0), userID: row.1, appID: appID, environment: environment,
-                    publicKey: Array(row.4),
-                    counter: counter, receipt: Array(row.6), riskMetric: row.7.map { Int($0) },
-                    createdAt: Date(timeIntervalSince1970: row.8), receiptUpdatedAt: Date(timeIntervalSince1970: row.9),
-                    revokedAt: row.10.map(Date.init(timeIntervalSince1970:))))
+                try KeyRecord.decoding(
+                    keyID: row.0, userID: row.1, appID: row.2, environment: row.3, publicKey: row.4, counter: row.5,
+                    receipt: Array(row.6), riskMetric: row.7.map { Int($0) }, createdAt: row.8,
+                    receiptUpdatedAt: row.9, revokedAt: row.10))
         }
         return records
     }

@@ -1,6 +1,7 @@
 #if SQLite
 public import AppAttest
 public import AppAttestStore
+import AppAttestSQLSupport
 public import Foundation
 import GRDB
 
@@ -87,7 +88,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 try db.execute(sql: "ALTER TABLE keys ADD COLUMN seen INTEGER NOT NULL DEFAULT 0")
                 // Keys from before the window: which counters below the highest were used is not known, so all of
                 // them count as used (all 63 bits). Zero would let each be accepted once more once a window is on.
-                try db.execute(sql: "UPDATE keys SET seen = \(AssertionAcceptance.allBelowHighestSeen)")
+                try db.execute(sql: "UPDATE keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)")
             }
         }
         migrator.registerMigration("v4") { db in
@@ -252,8 +253,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                     """
             ).execute(
                 arguments: [
-                    Data(record.keyID.rawValue), record.userID, record.appID.rawValue, record.environment.rawValue,
-                    Data(record.publicKey), Data(record.receipt), record.riskMetric,
+                    Data(record.keyID.rawValue), record.userID, record.key.appID.rawValue,
+                    record.key.environment.rawValue, Data(record.key.publicKey.x963Representation),
+                    Data(record.receipt), record.riskMetric,
                     record.createdAt.timeIntervalSince1970, record.receiptUpdatedAt.timeIntervalSince1970,
                 ])
             if db.changesCount == 1 {
@@ -262,7 +264,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                     sql: "INSERT INTO key_counters (key_id, counter, seen, revoked_at) VALUES (?, ?, 0, ?)"
                 ).execute(
                     arguments: [
-                        Data(record.keyID.rawValue), Int64(record.counter), record.revokedAt?.timeIntervalSince1970,
+                        Data(record.keyID.rawValue), Int64(record.key.counter), record.revokedAt?.timeIntervalSince1970,
                     ])
                 return .inserted
             }
@@ -342,7 +344,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 let acceptance = batch[index]
                 values.append(Int64(acceptance.counter))
                 values.append(Data(acceptance.keyID.rawValue))
-                values.append(Int64(acceptance.boundedWindow))
+                values.append(Int64(acceptance.counterPolicy.window))
             }
             let statement = try db.cachedStatement(sql: counterUpdates(round.count))
             var accepted = [Int64?](repeating: nil, count: round.count)
@@ -382,7 +384,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         -> AssertionAcceptanceOutcome
     {
         let key = Data(acceptance.keyID.rawValue), counter = Int64(acceptance.counter)
-        let window = Int64(acceptance.boundedWindow)
+        let window = Int64(acceptance.counterPolicy.window)
         let use = acceptance.challenge
         let highest = try Int64.fetchOne(
             try db.cachedStatement(sql: Self.acceptStatement),
@@ -475,12 +477,12 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             AND (?1 > counter OR (counter - ?1 BETWEEN 1 AND ?3 - 1 AND ((seen >> (counter - ?1 - 1)) & 1) = 0))
         """
 
-    /// The counter update for `count` keys at once (1 to ``AcceptanceBatcher/maximumBatch``), each at most once:
+    /// The counter update for `count` keys at once (1 to ``AssertionAcceptance/maximumBatchSize``), each at most once:
     /// `count` rows of (counter, keyId, window) as parameters. Returns each accepted key with its highest counter.
     private static func counterUpdates(_ count: Int) -> String { counterUpdateTexts[count - 1] }
 
     /// The texts for every size of round, written once (a prepared statement is looked up by its text).
-    private static let counterUpdateTexts = (1...AcceptanceBatcher.maximumBatch).map(counterUpdateText)
+    private static let counterUpdateTexts = (1...AssertionAcceptance.maximumBatchSize).map(counterUpdateText)
 
     private static func counterUpdateText(_ count: Int) -> String {
         func each(_ text: String) -> String {
@@ -555,22 +557,13 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     }
 
     static func keyRecord(_ row: Row) throws(StoreError) -> KeyRecord {
-        let keyData: Data = row["key_id"]
-        let appIDText: String = row["app_id"]
-        let environmentText: String = row["environment"]
-        let counter: Int64 = row["counter"]
-        guard let environment = AppAttestEnvironment(rawValue: environmentText), let appID = try? AppID(appIDText),
-            let counterValue = UInt32(exactly: counter)
-        else { throw StoreError(.corrupted, "a stored key does not decode") }
+        let keyID: Data = row["key_id"]
         let publicKey: Data = row["public_key"]
         let receipt: Data = row["receipt"]
-        let revoked: Double? = row["revoked_at"]
-        return KeyRecord(
-            keyID: try keyID(keyData), userID: row["user_id"], appID: appID, environment: environment,
-            publicKey: Array(publicKey), counter: counterValue, receipt: Array(receipt), riskMetric: row["risk_metric"],
-            createdAt: Date(timeIntervalSince1970: row["created_at"]),
-            receiptUpdatedAt: Date(timeIntervalSince1970: row["receipt_updated_at"]),
-            revokedAt: revoked.map(Date.init(timeIntervalSince1970:)))
+        return try KeyRecord.decoding(
+            keyID: keyID, userID: row["user_id"], appID: row["app_id"], environment: row["environment"],
+            publicKey: publicKey, counter: row["counter"], receipt: Array(receipt), riskMetric: row["risk_metric"],
+            createdAt: row["created_at"], receiptUpdatedAt: row["receipt_updated_at"], revokedAt: row["revoked_at"])
     }
 }
 #endif  // SQLite

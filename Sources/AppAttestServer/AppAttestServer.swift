@@ -1,9 +1,11 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestHummingbird
 import AppAttestPostgres
 import AppAttestSQLite
 public import AppAttestStore
+public import AppAttestLifecycle
 import AppAttestHTTP
 import AppleDeviceAPI
 public import Foundation
@@ -247,7 +249,7 @@ public final class AppAttestServer: Sendable {
             return .init(name: "generated", token: text)
         }
         var generator = SystemRandomNumberGenerator()
-        let token = AppAttestRequestBinding.base64URL(
+        let token = RequestBindingLayout.base64URL(
             (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
         do { try SecretFile.write(Array((token + "\n").utf8), to: file) } catch {
             throw ServerConfigurationError("cannot write the generated token: \(error.description)")
@@ -258,7 +260,7 @@ public final class AppAttestServer: Sendable {
 }
 
 /// Refreshes receipts at Apple (or a stand-in) with the team's provider key (“Receipts and the risk metric”).
-struct ReceiptRefresher: Sendable {
+struct ReceiptRefresher: AppAttestReceiptRefresher {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
     init(_ apple: ServerConfiguration.Apple, validator: AppAttestReceiptValidator, logger: Logger) throws {
@@ -272,10 +274,23 @@ struct ReceiptRefresher: Sendable {
         var clients: [AppAttestEnvironment: ReceiptRefreshClient] = [:]
         for environment in AppAttestEnvironment.allCases {
             clients[environment] = ReceiptRefreshClient(
-                tokens: tokens, environment: environment == .production ? .production : .development,
+                tokens: tokens, environment: environment,
                 endpoint: endpoint, validator: validator, logger: logger)
         }
         self.clients = clients
+    }
+
+    func refreshReceipt(for record: KeyRecord) async throws -> AppAttestReceiptRefresh {
+        guard let client = clients[record.key.environment] else {
+            throw AppleAPIError(
+                .invalidCredentials, fault: .credentials,
+                "no receipt service for \(record.key.environment.rawValue) keys")
+        }
+        switch try await client.refresh(record.receipt, appID: record.key.appID, publicKey: record.key.publicKey) {
+        case .refreshed(let receipt): return .refreshed(receipt)
+        case .notModified: return .notModified
+        case .noData: return .noData
+        }
     }
 }
 #endif  // Service

@@ -367,7 +367,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         guard (1...600).contains(timestampWindowSeconds) else {
             throw ServerConfigurationError("timestampWindowSeconds must be from 1 to 600")
         }
-        guard (1...AssertionAcceptance.maximumWindow).contains(counterReorderWindow) else {
+        guard (1...AppAttestVerifier.CounterPolicy.maximumWindow).contains(counterReorderWindow) else {
             throw ServerConfigurationError("counterReorderWindow must be from 1 to 64")
         }
         guard (0...10_000_000).contains(keyCacheSize) else {

@@ -1,7 +1,9 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestHummingbird
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestHTTP
 import AppleDeviceAPI
 import Foundation
@@ -61,9 +63,9 @@ extension AppAttestServer {
                     timestampWindow: .seconds(self.configuration.timestampWindowSeconds), now: self.now())
                 {
                 case .success(let authenticated):
-                    var response = KeyResponse(authenticated.key)
+                    var response = KeyResponse(authenticated.record)
                     if let next = authenticated.nextChallenge {
-                        response.nextChallenge = AppAttestRequestBinding.base64URL(next.challenge)
+                        response.nextChallenge = RequestBindingLayout.base64URL(next.challenge)
                         response.nextChallengeExpiresAt = next.expiresAt
                     }
                     // The hot path's answer, written directly (the same JSON as JSONEncoder's, a tenth of the cost).
@@ -189,9 +191,9 @@ extension AppAttestServer {
         init(_ record: KeyRecord) {
             keyId = record.keyID.base64EncodedString
             userId = record.userID
-            appId = record.appID.rawValue
-            environment = record.environment.rawValue
-            counter = record.counter
+            appId = record.key.appID.rawValue
+            environment = record.key.environment.rawValue
+            counter = record.key.counter
             riskMetric = record.riskMetric
             createdAt = record.createdAt
             receiptUpdatedAt = record.receiptUpdatedAt
@@ -237,7 +239,7 @@ extension AppAttestServer {
         // App ID before anything is consumed or stored (verification then proves it).
         if let allowed = caller?.appIDs {
             guard
-                let bytes = AppAttestRequestBinding.decodeBase64(
+                let bytes = RequestBindingLayout.decodeBase64(
                     body.attestationObject, limit: AttestationObject.maximumSize),
                 let object = try? AttestationObject(cborEncoded: bytes)
             else { return .problem(.malformed("attestationObject is not an attestation object")) }
@@ -255,61 +257,34 @@ extension AppAttestServer {
     }
 
     func key(_ keyID: KeyID) async -> AppAttestHTTPResponse {
-        do {
-            guard let record = try await store.key(keyID) else { return .problem(Self.unknownKey) }
-            return .json(KeyResponse(record))
-        } catch {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
+        guard let service else { return .problem(Self.notConfigured) }
+        do { return .json(KeyResponse(try await service.key(keyID))) } catch {
+            return .problem(Self.problem(error))
         }
     }
 
     func revoke(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
         do {
-            guard try await store.key(keyID) != nil else { return .problem(Self.unknownKey) }
-            // Through the service when there is one, so that its key cache forgets the key at once.
-            let revoked: Bool
-            if let service {
-                revoked = try await service.revokeKey(keyID)
-            } else {
-                revoked = try await store.revokeKey(keyID, at: Date())
-            }
-            logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(revoked)"])
+            let changed = try await service.revokeKey(keyID)
+            logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(changed)"])
             return .json(RevokeResponse(keyId: keyID.base64EncodedString, revoked: true))
-        } catch let error as AppAttestServiceError {
-            return .problem(AppAttestProblem(error))
         } catch {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, "\(error)")))
+            return .problem(Self.problem(error))
         }
     }
 
     func refresh(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
         guard let refresher else {
             return .problem(
                 .init(
                     status: .serviceUnavailable, code: "receiptRefreshNotConfigured",
                     title: "No Apple provider key is configured"))
         }
-        let record: KeyRecord
         do {
-            guard let found = try await store.key(keyID) else { return .problem(Self.unknownKey) }
-            record = found
-        } catch {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
-        }
-        guard record.revokedAt == nil else {
-            return .problem(.init(status: .conflict, code: "keyRevoked", title: "The key was revoked"))
-        }
-        do {
-            let publicKey = try AttestedPublicKey(x963Representation: record.publicKey)
-            let client = refresher.clients[record.environment]!
-            switch try await client.refresh(record.receipt, appID: record.appID, publicKey: publicKey) {
+            switch try await service.refreshReceipt(keyID, using: refresher) {
             case .refreshed(let receipt):
-                if let service {
-                    _ = try await service.updateReceipt(keyID, receipt: receipt)
-                } else {
-                    _ = try await store.updateReceipt(
-                        keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: Date())
-                }
                 return .json(
                     RefreshResponse(
                         keyId: keyID.base64EncodedString, outcome: "refreshed", riskMetric: receipt.riskMetric,
@@ -319,30 +294,33 @@ extension AppAttestServer {
             case .noData:
                 return .json(RefreshResponse(keyId: keyID.base64EncodedString, outcome: "noData"))
             }
-        } catch let error as AppleAPIError {
-            logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(error.code)"])
-            return .problem(
-                .init(status: .badGateway, code: "apple.\(error.code)", title: "Apple's receipt service refused"))
-        } catch let error as StoreError {
-            return .problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description)))
-        } catch let error as AppAttestServiceError {
-            return .problem(AppAttestProblem(error))
         } catch {
-            return .problem(.init(status: .internalServerError, code: "internal", title: "Internal error"))
+            if error.code == .receiptRefreshFailed {
+                let code = (error.underlying as? AppleAPIError).map { "apple.\($0.code)" } ?? "apple.failed"
+                logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(code)"])
+                return .problem(.init(status: .badGateway, code: code, title: "Apple's receipt service refused"))
+            }
+            return .problem(Self.problem(error))
+        }
+    }
+
+    /// The problem for a service refusal on the key routes: an unknown key is 404, a revoked one 409.
+    static func problem(_ error: AppAttestServiceError) -> AppAttestProblem {
+        switch error.code {
+        case .unknownKey: return unknownKey
+        case .keyRevoked: return .init(status: .conflict, code: "keyRevoked", title: "The key was revoked")
+        default: return AppAttestProblem(error)
         }
     }
 
     func health() async -> Response {
-        // A read proves the store answers; the key cannot exist (all zeros is not SHA-256 of a point in practice).
-        let probe = try! KeyID(rawValue: [UInt8](repeating: 0, count: 32))
         // A shorter deadline than requests get: a load balancer's probe must learn quickly that this instance
-        // cannot serve, and not hold a connection while the store's own deadline runs out.
-        let store = store
+        // cannot serve, and not hold a connection while the store's own deadline runs out. A server without an App
+        // ID cannot serve either.
         let deadline = Duration.nanoseconds(Int64(configuration.readinessTimeoutSeconds * 1e9))
         do {
-            _ = try await StoreDeadline.run(deadline, "the store") { () async throws(StoreError) -> KeyRecord? in
-                try await store.key(probe)
-            }
+            guard let service else { throw AppAttestServiceError(.storeUnavailable, "no App ID is configured") }
+            try await service.checkStore(within: deadline)
             return Response(.json(["status": "ok", "store": "ok"]))
         } catch {
             return Response(.json(["status": "unavailable", "store": "unavailable"], status: .serviceUnavailable))
@@ -363,13 +341,9 @@ extension AppAttestServer {
     /// 404, as if the key did not exist, when the caller is limited to App IDs that do not include the key's.
     func outOfScope(_ keyID: KeyID, _ caller: Caller?) async -> AppAttestProblem? {
         guard let caller, caller.appIDs != nil else { return nil }
-        do {
-            guard let record = try await store.key(keyID), caller.covers(record.appID) else {
-                return Self.unknownKey
-            }
-            return nil
-        } catch {
-            return AppAttestProblem(AppAttestServiceError(.storeUnavailable, error.description))
+        guard let service else { return Self.notConfigured }
+        do { return caller.covers(try await service.appID(ofKey: keyID)) ? nil : Self.unknownKey } catch {
+            return Self.problem(error)
         }
     }
 
@@ -410,7 +384,7 @@ extension AppAttestServer {
         if let refusal = Self.refusal(context, permission) {
             result = refusal
         } else if let text = context.parameters.get("keyId"),
-            let raw = AppAttestRequestBinding.decodeBase64URL(text, limit: 64),
+            let raw = RequestBindingLayout.decodeBase64URL(text, limit: 64),
             let keyID = try? KeyID(rawValue: raw)
         {
             if let refusal = await outOfScope(keyID, context.scope) {

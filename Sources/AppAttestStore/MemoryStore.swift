@@ -84,14 +84,13 @@ public actor MemoryAppAttestStore: AppAttestStore {
             else { return .challengeRefused(stored) }
         }
         guard
-            let (highest, mask) = AssertionAcceptance.advance(
-                highest: record.counter, seen: seen[acceptance.keyID] ?? 0, counter: acceptance.counter,
-                window: acceptance.window)
-        else { return .counterRefused(highestCounter: record.counter) }
+            let (highest, mask) = acceptance.counterPolicy.advance(
+                highest: record.key.counter, seen: seen[acceptance.keyID] ?? 0, counter: acceptance.counter)
+        else { return .counterRefused(highestCounter: record.key.counter) }
         // The actor runs this to the end before any other call: both changes or neither.
         if let use = acceptance.challenge { challenges.removeValue(forKey: use.challenge) }
         if let next = acceptance.nextChallenge { challenges[next.challenge] = next }
-        record.counter = highest
+        record.key.counter = highest
         keys[acceptance.keyID] = record
         seen[acceptance.keyID] = mask
         return .accepted(highestCounter: highest)

@@ -1,5 +1,6 @@
 public import AppAttest
 public import AppAttestClient
+import AppAttestLifecycle
 public import Foundation
 
 /// An `AppAttestKeyProvider` on ``SimulatedDevice``s: `AppAttestClient` runs on Linux and in CI against a server that

@@ -1,5 +1,6 @@
 #if Vapor
 public import AppAttestStore
+public import AppAttestLifecycle
 import Synchronization
 public import Vapor
 

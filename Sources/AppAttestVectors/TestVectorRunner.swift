@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import Foundation
 
 /// Runs vectors through ``AppAttestVerifier`` and compares each outcome with the vector's expectation.
@@ -87,7 +87,8 @@ public struct TestVectorRunner: Sendable {
                     apps: [vector.appID: Set(AppAttestEnvironment.allCases)], trustAnchor: file.trustAnchor))
             let key = try AttestedPublicKey(x963Representation: point)
             let verified = try verifier.verifyAssertion(
-                object, clientData: clientData, publicKey: key, appID: vector.appID, previousCounter: previous)
+                object, clientData: clientData,
+                key: AttestedKey(publicKey: key, appID: vector.appID, environment: .production, counter: previous))
             return verified.counter
         }
     }

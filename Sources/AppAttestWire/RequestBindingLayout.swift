@@ -1,6 +1,6 @@
 import Foundation
 
-/// The byte layout of a request binding, shared by the server (`AppAttestRequestBinding` in the core) and the app
+/// The byte layout of a request binding, shared by the server (`AppAttestClientData` in the core) and the app
 /// side (`AppAttestClient`), so that both halves build the same bytes from one definition. Pure Swift: it builds on
 /// every platform App Attest runs on, without OpenSSL.
 package enum RequestBindingLayout {

@@ -46,21 +46,29 @@ public struct AppleAPIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Whose fault it is, which says what to do about it.
-    public enum Fault: String, Sendable, Hashable {
+    ///
+    /// A struct with static members rather than an enum, so that a new kind of fault can be added without breaking a
+    /// `switch` in code that handles the existing ones.
+    public struct Fault: Hashable, Sendable, CustomStringConvertible {
+        /// The fault's name, as logs and the command's output show it.
+        public let rawValue: String
+        private init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
         /// The device token the app sent: ask the app for a new one; do not retry.
-        case deviceToken
+        public static let deviceToken = Fault("deviceToken")
         /// Our key, Key ID or Team ID: fix the configuration; do not retry.
-        case credentials
+        public static let credentials = Fault("credentials")
         /// Our request (a library or caller bug): do not retry.
-        case request
+        public static let request = Fault("request")
         /// Our clock: check time synchronisation.
-        case clock
+        public static let clock = Fault("clock")
         /// The environment chosen for the call does not match the data.
-        case environment
+        public static let environment = Fault("environment")
         /// Apple's side: retry later.
-        case apple
+        public static let apple = Fault("apple")
         /// The network between us: retry later.
-        case network
+        public static let network = Fault("network")
     }
 
     /// What Apple's answer means.

@@ -1,4 +1,5 @@
 #if AppleServerAPI
+public import AppAttest
 public import AsyncHTTPClient
 public import Foundation
 public import Logging
@@ -9,16 +10,12 @@ public import Logging
 /// The environment is chosen explicitly and never switched behind your back: a development token sent to
 /// production (or the reverse) fails, and the error names the host that answered (“DeviceCheck's two bits”).
 public struct DeviceCheckClient: Sendable {
-    /// Which DeviceCheck host to call.
-    public enum Environment: String, Sendable, Hashable, CaseIterable {
-        case development, production
-
-        /// `https://api.development.devicecheck.apple.com` or `https://api.devicecheck.apple.com`.
-        public var endpoint: AppleEndpoint {
-            switch self {
-            case .development: return AppleEndpoint(trusted: "https://api.development.devicecheck.apple.com")
-            case .production: return AppleEndpoint(trusted: "https://api.devicecheck.apple.com")
-            }
+    /// The DeviceCheck host of an environment: `https://api.development.devicecheck.apple.com` or
+    /// `https://api.devicecheck.apple.com`.
+    public static func endpoint(for environment: AppAttestEnvironment) -> AppleEndpoint {
+        switch environment {
+        case .development: return AppleEndpoint(trusted: "https://api.development.devicecheck.apple.com")
+        case .production: return AppleEndpoint(trusted: "https://api.devicecheck.apple.com")
         }
     }
 
@@ -59,13 +56,14 @@ public struct DeviceCheckClient: Sendable {
     ///   - httpClient: the client to use; `HTTPClient.shared` by default.
     ///   - timeout: per attempt, in seconds.
     public init(
-        tokens: ProviderTokenSource, environment: Environment, endpoint: AppleEndpoint? = nil,
+        tokens: ProviderTokenSource, environment: AppAttestEnvironment, endpoint: AppleEndpoint? = nil,
         httpClient: HTTPClient = .shared, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
-        logger: Logger = Logger(label: "AppleDeviceAPI.DeviceCheck"), now: @escaping @Sendable () -> Date = { Date() }
+        logger: Logger = Logger(label: "AppleDeviceAPI.DeviceCheck", factory: { _ in SwiftLogNoOpLogHandler() }),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.tokens = tokens
         self.transport = Transport(
-            client: httpClient, endpoint: endpoint ?? environment.endpoint, timeout: timeout, retry: retry,
+            client: httpClient, endpoint: endpoint ?? Self.endpoint(for: environment), timeout: timeout, retry: retry,
             logger: logger)
         self.now = now
     }

@@ -6,16 +6,12 @@ public import Logging
 
 /// Exchanges a stored App Attest receipt for a fresh one carrying the risk metric (“Receipts and the risk metric”).
 public struct ReceiptRefreshClient: Sendable {
-    /// Which receipt host to call; keys and receipts never cross environments.
-    public enum Environment: String, Sendable, Hashable, CaseIterable {
-        case development, production
-
-        /// `https://data-development.appattest.apple.com` or `https://data.appattest.apple.com`.
-        public var endpoint: AppleEndpoint {
-            switch self {
-            case .development: return AppleEndpoint(trusted: "https://data-development.appattest.apple.com")
-            case .production: return AppleEndpoint(trusted: "https://data.appattest.apple.com")
-            }
+    /// The receipt host of an environment (keys and receipts never cross environments):
+    /// `https://data-development.appattest.apple.com` or `https://data.appattest.apple.com`.
+    public static func endpoint(for environment: AppAttestEnvironment) -> AppleEndpoint {
+        switch environment {
+        case .development: return AppleEndpoint(trusted: "https://data-development.appattest.apple.com")
+        case .production: return AppleEndpoint(trusted: "https://data.appattest.apple.com")
         }
     }
 
@@ -41,20 +37,20 @@ public struct ReceiptRefreshClient: Sendable {
     private let tokens: ProviderTokenSource
     private let transport: Transport
     private let validator: AppAttestReceiptValidator
-    private let environment: Environment
+    private let environment: AppAttestEnvironment
     private let style: AuthorizationStyle
 
     /// - Parameters:
     ///   - validator: validates refreshed receipts (Apple Root CA - G3 and the system clock by default).
     public init(
-        tokens: ProviderTokenSource, environment: Environment, endpoint: AppleEndpoint? = nil,
+        tokens: ProviderTokenSource, environment: AppAttestEnvironment, endpoint: AppleEndpoint? = nil,
         validator: AppAttestReceiptValidator, authorizationStyle: AuthorizationStyle = .bareToken,
         httpClient: HTTPClient = .shared, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
-        logger: Logger = Logger(label: "AppleDeviceAPI.ReceiptRefresh")
+        logger: Logger = Logger(label: "AppleDeviceAPI.ReceiptRefresh", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.tokens = tokens
         self.transport = Transport(
-            client: httpClient, endpoint: endpoint ?? environment.endpoint, timeout: timeout, retry: retry,
+            client: httpClient, endpoint: endpoint ?? Self.endpoint(for: environment), timeout: timeout, retry: retry,
             logger: logger)
         self.validator = validator
         self.environment = environment
@@ -95,7 +91,7 @@ public struct ReceiptRefreshClient: Sendable {
                     data,
                     expecting: .init(
                         appID: appID, publicKey: publicKey, type: .receipt,
-                        environment: environment == .production ? .production : .development, freshlyReceived: true))
+                        environment: environment, freshlyReceived: true))
                 return .refreshed(validated)
             } catch {
                 throw AppleAPIError(

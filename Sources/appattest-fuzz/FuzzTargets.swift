@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestCBOR
 import Foundation
 
@@ -40,7 +40,8 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? AttestationObject(cborEncoded: bytes)
         case .assertion:
             _ = try? Self.verifier.verifyAssertion(
-                bytes, clientData: [1, 2, 3], publicKey: Self.key, appID: Self.appID, previousCounter: 0)
+                bytes, clientData: [1, 2, 3],
+                key: AttestedKey(publicKey: Self.key, appID: Self.appID, environment: .production, counter: 0))
         }
     }
 }

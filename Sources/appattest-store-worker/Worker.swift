@@ -3,6 +3,7 @@ import AppAttest
 import AppAttestPostgres
 import AppAttestSQLite
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Crypto
 import Foundation
@@ -139,11 +140,10 @@ extension Worker {
         var options = SimulatedDevice.AssertionOptions()
         options.counter = counter
         let assertion = try device.assert(clientData: clientData, options)
+        let binding = try AppAttestClientData.opaque(clientData, challenge: challenge)
         emit("trying \(counter) \(challenge.map { $0.hexString } ?? "-")")
         do {
-            _ = try await service.authenticateAssertion(
-                assertion, clientData: try AppAttestClientData.opaque(clientData, challenge: challenge),
-                keyID: device.keyID)
+            _ = try await service.authenticateAssertion(assertion, clientData: binding, keyID: device.keyID)
             emit("accepted \(counter) \(challenge.map { $0.hexString } ?? "-")")
             return 1
         } catch {

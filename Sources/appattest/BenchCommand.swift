@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestCrypto
 import AppAttestVectors
 import ArgumentParser
@@ -102,7 +102,8 @@ struct BenchVerify: ParsableCommand {
         let appID = assertion.appID
         let assert: @Sendable () throws -> Void = {
             _ = try assertionVerifier.verifyAssertion(
-                assertionBytes, clientData: clientData, publicKey: key, appID: appID, previousCounter: previous)
+                assertionBytes, clientData: clientData,
+                key: AttestedKey(publicKey: key, appID: appID, environment: .production, counter: previous))
         }
 
         // Raw OpenSSL P-256: the assertion's key and signature, digest precomputed.

@@ -3,6 +3,7 @@ import AppAttest
 import AppAttestPostgres
 import AppAttestSQLite
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import ArgumentParser
 import Foundation

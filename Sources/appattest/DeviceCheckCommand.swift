@@ -1,4 +1,5 @@
 #if AppleServerAPI
+import AppAttest
 import AppleDeviceAPI
 import ArgumentParser
 import Foundation
@@ -68,7 +69,7 @@ private func runDeviceCheck(
 ) async throws {
     let client = DeviceCheckClient(
         tokens: ProviderTokenSource(credentials: try options.load()),
-        environment: DeviceCheckClient.Environment(rawValue: options.environment)!,
+        environment: AppAttestEnvironment(rawValue: options.environment)!,
         endpoint: try options.baseURL.map { try AppleEndpoint(baseURL: $0) })
     let report: Report
     var failed = false

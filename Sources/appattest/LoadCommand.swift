@@ -1,5 +1,6 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestStore
 import AppAttestTesting
 import ArgumentParser
@@ -119,7 +120,7 @@ struct LoadCommand: AsyncParsableCommand {
             let challenge = try JSONDecoder().decode(
                 Challenge.self,
                 from: try await post(url + "/v1/challenges", body: #"{"purpose":"attestation"}"#, token: token))
-            guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge.challenge) else {
+            guard let bytes = RequestBindingLayout.decodeBase64URL(challenge.challenge) else {
                 throw InputError(description: "the server's challenge is not Base64URL")
             }
             let object = try device.attest(challenge: bytes)
@@ -155,7 +156,7 @@ struct LoadCommand: AsyncParsableCommand {
                 let stored = try JSONDecoder().decode(
                     Key.self,
                     from: try await get(
-                        url + "/v1/keys/" + AppAttestRequestBinding.base64URL(keyID.rawValue), token: token)
+                        url + "/v1/keys/" + RequestBindingLayout.base64URL(keyID.rawValue), token: token)
                 ).counter
                 if stored == counter {
                     equal += 1

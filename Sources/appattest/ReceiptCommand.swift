@@ -131,7 +131,7 @@ struct ReceiptCommand: AsyncParsableCommand {
             if let receiptRoot {
                 anchor = .customRootForTesting(derRepresentation: Array(try readInput(receiptRoot, limit: 16 * 1024)))
             }
-            let environment = ReceiptRefreshClient.Environment(rawValue: credentials.environment)!
+            let environment = AppAttestEnvironment(rawValue: credentials.environment)!
             let client = ReceiptRefreshClient(
                 tokens: ProviderTokenSource(credentials: try credentials.load()), environment: environment,
                 endpoint: try credentials.baseURL.map { try AppleEndpoint(baseURL: $0) },

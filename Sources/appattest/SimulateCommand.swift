@@ -1,6 +1,7 @@
 import AppAttest
 import AppAttestStore
 import AppAttestTesting
+import AppAttestWire
 import ArgumentParser
 import Crypto
 import Foundation
@@ -75,7 +76,7 @@ struct SimulateCommand: AsyncParsableCommand {
         @Option(help: "production or development.") var environment: String = "production"
 
         func run() async throws {
-            guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge) else {
+            guard let bytes = RequestBindingLayout.decodeBase64URL(challenge) else {
                 throw ValidationError("the challenge is not Base64URL")
             }
             guard let environment = AppAttestEnvironment(rawValue: environment) else {
@@ -121,7 +122,7 @@ struct SimulateCommand: AsyncParsableCommand {
             var data = Array(clientData.utf8)
             var body: [String: String] = ["keyId": device.keyID.base64EncodedString]
             if let challenge {
-                guard let bytes = AppAttestRequestBinding.decodeBase64URL(challenge) else {
+                guard let bytes = RequestBindingLayout.decodeBase64URL(challenge) else {
                     throw ValidationError("the challenge is not Base64URL")
                 }
                 // The opaque layout the service checks: the challenge's bytes first, then the payload.

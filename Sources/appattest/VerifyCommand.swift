@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import ArgumentParser
 import Foundation
 
@@ -83,11 +83,11 @@ struct VerifyCommand: ParsableCommand {
                 valid = true
                 outcome = .object([
                     ("verdict", .text("valid")),
-                    ("keyId", .text(result.keyID.base64EncodedString)),
-                    ("appId", .text(result.appID.rawValue)),
-                    ("environment", .text(result.environment.rawValue)),
-                    ("publicKey", .text(Data(result.publicKey.x963Representation).base64EncodedString())),
-                    ("counter", .number(Int64(result.counter))),
+                    ("keyId", .text(result.key.keyID.base64EncodedString)),
+                    ("appId", .text(result.key.appID.rawValue)),
+                    ("environment", .text(result.key.environment.rawValue)),
+                    ("publicKey", .text(Data(result.key.publicKey.x963Representation).base64EncodedString())),
+                    ("counter", .number(Int64(result.key.counter))),
                     ("osVersion", .optional(result.osVersion)),
                     ("receiptSize", .number(Int64(result.receipt.count))),
                     ("extensions", result.extensions.map { .cbor(.map($0.entries)) } ?? .null),
@@ -141,17 +141,19 @@ struct VerifyCommand: ParsableCommand {
                 let result: VerifiedAssertion
                 if let clientData {
                     result = try verifier.verifyAssertion(
-                        object, clientData: try byteOption(clientData, "--client-data"), publicKey: key, appID: appID,
-                        previousCounter: previousCounter)
+                        object, clientData: try byteOption(clientData, "--client-data"),
+                        key: AttestedKey(
+                            publicKey: key, appID: appID, environment: .production, counter: previousCounter))
                 } else {
                     result = try verifier.verifyAssertion(
-                        object, clientDataHash: try byteOption(clientDataHash!, "--client-data-hash"), publicKey: key,
-                        appID: appID, previousCounter: previousCounter)
+                        object, clientDataHash: try byteOption(clientDataHash!, "--client-data-hash"),
+                        key: AttestedKey(
+                            publicKey: key, appID: appID, environment: .production, counter: previousCounter))
                 }
                 valid = true
                 outcome = .object([
                     ("verdict", .text("valid")),
-                    ("keyId", .text(result.keyID.base64EncodedString)),
+                    ("keyId", .text(result.key.keyID.base64EncodedString)),
                     ("counter", .number(Int64(result.counter))),
                     ("extensions", result.extensions.map { .cbor(.map($0.entries)) } ?? .null),
                 ])

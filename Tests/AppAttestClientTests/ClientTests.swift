@@ -1,5 +1,6 @@
 #if Service && Vapor
 import AppAttest
+import AppAttestWire
 @testable import AppAttestClient
 import AppAttestStore
 import AppAttestTesting
@@ -106,17 +107,19 @@ struct ClientTests {
         let assertionText = try #require(signed.value(forHTTPHeaderField: "App-Attest-Assertion"))
         let assertion = try #require(Data(base64Encoded: assertionText))
         let challengeText = try #require(signed.value(forHTTPHeaderField: "App-Attest-Challenge"))
-        let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
+        let challenge = try #require(RequestBindingLayout.decodeBase64URL(challengeText))
         // The server's side: its own layout and verifier, with the key the device holds.
         let device = try #require(await provider.device(keyID))
-        let clientData = AppAttestRequestBinding.clientData(
+        let clientData = try AppAttestClientData.request(
             method: "PATCH", pathAndQuery: "/api/orders%2F7/?draft=1", body: Array("{\"n\":1}".utf8),
-            challenge: challenge)
+            challenge: challenge
+        ).bytes
         let key = try AttestedPublicKey(x963Representation: device.publicKey)
         let verifier = try AppAttestVerifier(
             configuration: .init(appID: E2E.appID, environment: .production, trustAnchor: E2E.authority.trustAnchor))
         let verified = try verifier.verifyAssertion(
-            Array(assertion), clientData: clientData, publicKey: key, appID: E2E.appID, previousCounter: 0)
+            Array(assertion), clientData: clientData,
+            key: AttestedKey(publicKey: key, appID: E2E.appID, environment: .production, counter: 0))
         #expect(verified.counter == 1)
     }
 

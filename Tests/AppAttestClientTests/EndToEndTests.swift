@@ -2,6 +2,7 @@
 import AppAttest
 import AppAttestClient
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Foundation
 import Synchronization

@@ -1,5 +1,6 @@
 #if Service && Vapor && ServiceClient
 import AppAttestClient
+import AppAttestLifecycle
 import AppAttestServer
 import AppAttestServiceClient
 import AppAttestTesting

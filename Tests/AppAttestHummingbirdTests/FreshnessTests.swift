@@ -1,10 +1,12 @@
 #if Hummingbird && SQLite && PostgreSQL
 import AppAttest
+import AppAttestWire
 import AppAttestHTTP
 import AppAttestHummingbird
 import AppAttestPostgres
 import AppAttestSQLite
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Foundation
 import HTTPTypes
@@ -65,9 +67,10 @@ struct FreshnessTests {
     static func timestamped(_ device: SimulatedDevice, path: String, milliseconds: Int64, header: Int64? = nil)
         throws -> HTTPFields
     {
-        let clientData = AppAttestRequestBinding.clientData(
+        let clientData = try AppAttestClientData.request(
             method: "POST", pathAndQuery: path, bodySHA256: AppAttestSHA256Testing.empty,
-            timestampMilliseconds: milliseconds)
+            timestampMilliseconds: milliseconds
+        ).bytes
         var fields = HTTPFields()
         fields[AppAttestHTTPHeaders.keyID] = device.keyID.base64EncodedString
         fields[AppAttestHTTPHeaders.assertion] = Data(try device.assert(clientData: clientData)).base64EncodedString()
@@ -88,7 +91,7 @@ struct FreshnessTests {
                 challenge = try await client.execute(uri: "/next/order", method: .post, headers: headers) { response in
                     #expect(response.status == .ok, "round \(round)")
                     let next = try #require(response.headers[AppAttestHTTPHeaders.nextChallenge])
-                    return try #require(AppAttestRequestBinding.decodeBase64URL(next))
+                    return try #require(RequestBindingLayout.decodeBase64URL(next))
                 }
             }
             // Every challenge is single-use: the first one again is refused, and so is a replayed request.

@@ -1,8 +1,10 @@
 #if Hummingbird
 import AppAttest
+import AppAttestWire
 import AppAttestHTTP
 import AppAttestHummingbird
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Foundation
 import HTTPTypes
@@ -48,7 +50,7 @@ struct MiddlewareTests {
         ) { response in
             #expect(response.status == .ok)
             let decoded = try JSONDecoder().decode(Challenge.self, from: Data(buffer: response.body))
-            return AppAttestRequestBinding.decodeBase64URL(decoded.challenge)!
+            return RequestBindingLayout.decodeBase64URL(decoded.challenge)!
         }
     }
 
@@ -59,7 +61,7 @@ struct MiddlewareTests {
         let object = try device.attest(challenge: challenge, options)
         let body = """
             {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
-            "challenge":"\(AppAttestRequestBinding.base64URL(challenge))"}
+            "challenge":"\(RequestBindingLayout.base64URL(challenge))"}
             """
         try await client.execute(uri: "/appattest/attestation", method: .post, body: ByteBuffer(string: body)) {
             response in
@@ -71,13 +73,14 @@ struct MiddlewareTests {
     func signed(_ device: SimulatedDevice, path: String, body: String, challenge: [UInt8], signedPath: String? = nil)
         throws -> HTTPFields
     {
-        let clientData = AppAttestRequestBinding.clientData(
-            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
+        let clientData = try AppAttestClientData.request(
+            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge
+        ).bytes
         let assertion = try device.assert(clientData: clientData)
         var headers = HTTPFields()
         headers[HTTPField.Name(AppAttestHTTPHeaders.keyID.rawName)!] = device.keyID.base64EncodedString
         headers[HTTPField.Name(AppAttestHTTPHeaders.assertion.rawName)!] = Data(assertion).base64EncodedString()
-        headers[HTTPField.Name(AppAttestHTTPHeaders.challenge.rawName)!] = AppAttestRequestBinding.base64URL(challenge)
+        headers[HTTPField.Name(AppAttestHTTPHeaders.challenge.rawName)!] = RequestBindingLayout.base64URL(challenge)
         return headers
     }
 

@@ -1,8 +1,10 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestSQLite
 import AppAttestServer
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import AppleDeviceAPITesting
 import AsyncHTTPClient
@@ -100,14 +102,14 @@ struct ServerLifecycleTests {
             teamId: "SERVE12345", keyId: "KEY1234567", privateKeyFile: "\(directory)/key.p8", endpoint: url)
         let server = try await AppAttestServer.open(configuration: configuration)
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID, receiptAuthority: receipts)
-        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        let keyPath = "/v1/keys/" + RequestBindingLayout.base64URL(device.keyID.rawValue)
         do {
             try await server.makeApplication().test(.router) { client in
                 let issued = try await client.execute(
                     uri: "/v1/challenges", method: .post, headers: F.headers(),
                     body: ByteBuffer(string: #"{"purpose":"attestation"}"#))
                 let challenge = try #require(F.json(issued)["challenge"] as? String)
-                let object = try device.attest(challenge: AppAttestRequestBinding.decodeBase64URL(challenge)!)
+                let object = try device.attest(challenge: RequestBindingLayout.decodeBase64URL(challenge)!)
                 var response = try await client.execute(
                     uri: "/v1/attestations", method: .post, headers: F.headers(),
                     body: ByteBuffer(
@@ -215,7 +217,7 @@ struct ServerLifecycleTests {
         // Reopen the database: every accepted counter is there.
         let store = try SQLiteAppAttestStore(path: "\(directory)/serve.sqlite")
         for (index, device) in devices.enumerated() {
-            let stored = try #require(try await store.key(device.keyID)).counter
+            let stored = try #require(try await store.key(device.keyID)).key.counter
             #expect(stored >= accepted[index]!, "device \(index): accepted \(accepted[index]!), stored \(stored)")
             #expect(stored <= accepted[index]! + 1)
         }

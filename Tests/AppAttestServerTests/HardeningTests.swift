@@ -1,5 +1,6 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestHummingbird
 import AppAttestServer
 import AppAttestHTTP
@@ -284,7 +285,7 @@ struct ServerHardeningTests {
     @Test("each token carries permissions and App IDs: a verify-only caller cannot read, revoke or register keys")
     func callerScopes() async throws {
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
-        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        let keyPath = "/v1/keys/" + RequestBindingLayout.base64URL(device.keyID.rawValue)
         let tests = ServerTests()
         try await F.withServer({ configuration in
             configuration.apps.append(.init(appId: "OTHER12345.com.example.other", environments: ["production"]))
@@ -323,7 +324,7 @@ struct ServerHardeningTests {
             let challenge = try #require(F.json(issued)["challenge"] as? String)
             let newDevice = try SimulatedDevice(authority: F.authority, appID: F.appID)
             let object = try newDevice.attest(
-                challenge: try #require(AppAttestRequestBinding.decodeBase64URL(challenge)))
+                challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
             response = try await tests.post(
                 client, "/v1/attestations",
                 """

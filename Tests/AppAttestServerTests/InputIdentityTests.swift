@@ -1,5 +1,6 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestServer
 import AppAttestTesting
 import Foundation
@@ -33,7 +34,7 @@ struct InputIdentityTests {
             // The attestation route refuses it too, before the challenge is consumed: a clean retry works.
             let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
             let challenge = try #require(F.json(issued)["challenge"] as? String)
-            let object = try device.attest(challenge: try #require(AppAttestRequestBinding.decodeBase64URL(challenge)))
+            let object = try device.attest(challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
             func body(_ user: String) -> String {
                 """
                 {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
@@ -57,15 +58,17 @@ struct InputIdentityTests {
             let issued = try await post(
                 client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
             let challengeText = try #require(F.json(issued)["challenge"] as? String)
-            let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
+            let challenge = try #require(RequestBindingLayout.decodeBase64URL(challengeText))
             let requestBody = Array(#"{"amount":5}"#.utf8)
             let hash = AppAttestSHA256.hash(requestBody)
             // Both canonical layouts, signed by the device, then sent as opaque client data.
             let layouts = [
-                AppAttestRequestBinding.clientData(
-                    method: "POST", pathAndQuery: "/orders", bodySHA256: hash, challenge: challenge),
-                AppAttestRequestBinding.clientData(
-                    method: "POST", pathAndQuery: "/orders", bodySHA256: hash, timestampMilliseconds: 1_000),
+                try AppAttestClientData.request(
+                    method: "POST", pathAndQuery: "/orders", bodySHA256: hash, challenge: challenge
+                ).bytes,
+                try AppAttestClientData.request(
+                    method: "POST", pathAndQuery: "/orders", bodySHA256: hash, timestampMilliseconds: 1_000
+                ).bytes,
             ]
             for clientData in layouts {
                 let opaque = """

@@ -1,5 +1,6 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestServer
 import AppAttestStore
 import Foundation
@@ -20,7 +21,7 @@ struct OpenAPITests {
         let text = try String(contentsOf: Self.path, encoding: .utf8)
         let document = try YAMLDecoder().decode(OpenAPI.Document.self, from: text)
         try document.validate()
-        let keyID = AppAttestRequestBinding.base64URL([UInt8](repeating: 9, count: 32))
+        let keyID = RequestBindingLayout.base64URL([UInt8](repeating: 9, count: 32))
         let operations = try await Fixture.withServer { _, client in
             var operations = 0
             for (path, item) in document.paths {

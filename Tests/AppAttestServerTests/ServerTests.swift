@@ -1,8 +1,10 @@
 #if Service
 import AppAttest
+import AppAttestWire
 import AppAttestServer
 import AppAttestStore
 import AppAttestTesting
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -128,7 +130,7 @@ struct ServerTests {
         let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
         #expect(issued.status == .ok)
         let challenge = try #require(F.json(issued)["challenge"] as? String)
-        let object = try device.attest(challenge: try #require(AppAttestRequestBinding.decodeBase64URL(challenge)))
+        let object = try device.attest(challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
         let user = userId.map { #","userId":"\#($0)""# } ?? ""
         let registered = try await post(
             client, "/v1/attestations",
@@ -145,7 +147,7 @@ struct ServerTests {
         arguments: Database.available)
     func flow(database: Database) async throws {
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
-        let keyPath = "/v1/keys/" + AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+        let keyPath = "/v1/keys/" + RequestBindingLayout.base64URL(device.keyID.rawValue)
         try await F.withServer(database: database) { _, client in
             try await register(client, device, userId: "user-7")
 
@@ -153,10 +155,11 @@ struct ServerTests {
             let issued = try await post(
                 client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
             let challengeText = try #require(F.json(issued)["challenge"] as? String)
-            let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
+            let challenge = try #require(RequestBindingLayout.decodeBase64URL(challengeText))
             let requestBody = Array(#"{"amount":5}"#.utf8)
-            let clientData = AppAttestRequestBinding.clientData(
-                method: "POST", pathAndQuery: "/orders?x=1", body: requestBody, challenge: challenge)
+            let clientData = try AppAttestClientData.request(
+                method: "POST", pathAndQuery: "/orders?x=1", body: requestBody, challenge: challenge
+            ).bytes
             let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
             let bound = """
                 {"keyId":"\(device.keyID.base64EncodedString)","assertion":"\(assertion)","request":{"method":"POST",\
@@ -237,7 +240,7 @@ struct ServerTests {
             #expect(response.status == .badRequest)
 
             response = try await client.execute(
-                uri: "/v1/keys/" + AppAttestRequestBinding.base64URL([UInt8](repeating: 7, count: 32)), method: .get,
+                uri: "/v1/keys/" + RequestBindingLayout.base64URL([UInt8](repeating: 7, count: 32)), method: .get,
                 headers: F.headers())
             #expect(response.status == .notFound)
             response = try await client.execute(uri: "/v1/keys/notakey", method: .get, headers: F.headers())
@@ -251,7 +254,7 @@ struct ServerTests {
             let stranger = try SimulatedDevice(authority: try TestCertificateAuthority(name: "Other"), appID: F.appID)
             let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
             let challenge = try #require(F.json(issued)["challenge"] as? String)
-            let object = try stranger.attest(challenge: AppAttestRequestBinding.decodeBase64URL(challenge)!)
+            let object = try stranger.attest(challenge: RequestBindingLayout.decodeBase64URL(challenge)!)
             response = try await post(
                 client, "/v1/attestations",
                 """
@@ -366,9 +369,10 @@ struct ServerFreshnessTests {
                 client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
             var challengeText = try #require(F.json(issued)["challenge"] as? String)
             for round in 1...5 {
-                let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(challengeText))
-                let clientData = AppAttestRequestBinding.clientData(
-                    method: "GET", pathAndQuery: "/feed", body: [UInt8](), challenge: challenge)
+                let challenge = try #require(RequestBindingLayout.decodeBase64URL(challengeText))
+                let clientData = try AppAttestClientData.request(
+                    method: "GET", pathAndQuery: "/feed", body: [UInt8](), challenge: challenge
+                ).bytes
                 let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
                 let response = try await verify(
                     client, device,
@@ -379,9 +383,10 @@ struct ServerFreshnessTests {
             }
             // Timestamps: now is accepted, ten minutes ago is stale.
             func timestamped(_ milliseconds: Int64) throws -> String {
-                let clientData = AppAttestRequestBinding.clientData(
+                let clientData = try AppAttestClientData.request(
                     method: "GET", pathAndQuery: "/feed", bodySHA256: AppAttestSHA256.hash([UInt8]()),
-                    timestampMilliseconds: milliseconds)
+                    timestampMilliseconds: milliseconds
+                ).bytes
                 let assertion = Data(try device.assert(clientData: clientData)).base64EncodedString()
                 return
                     #""assertion":"\#(assertion)","request":{"method":"GET","pathAndQuery":"/feed","bodySha256":"\#(Self.emptyHash)","timestamp":\#(milliseconds)}}"#
@@ -419,21 +424,21 @@ struct KeyResponseTests {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        let keyID = try KeyID(rawValue: (0..<32).map { UInt8($0 * 7 % 256) })
+        let publicKey = try AttestedPublicKey(
+            x963Representation: P256.Signing.PrivateKey().publicKey.x963Representation)
         for userID in [
             nil, "alice", "quote\" back\\slash / tab\t nl\n bell\u{07} é 🚀", String(repeating: "x", count: 256),
             String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init) + ["\u{7F}"])),
         ] {
             for revoked in [nil, Date(timeIntervalSince1970: 1_700_000_123.9)] {
-                var record = KeyRecord(
-                    keyID: keyID, userID: userID, appID: try AppID("ABCDE12345.com.example.app"),
-                    environment: .development, publicKey: [4] + [UInt8](repeating: 1, count: 64),
-                    counter: 4_000_000_000,
-                    receipt: [1], riskMetric: revoked == nil ? nil : 7,
+                let record = KeyRecord(
+                    key: AttestedKey(
+                        publicKey: publicKey, appID: try AppID("ABCDE12345.com.example.app"), environment: .development,
+                        counter: 4_000_000_000),
+                    userID: userID, receipt: [1], riskMetric: revoked == nil ? nil : 7,
                     createdAt: Date(timeIntervalSince1970: 946_684_800),
                     receiptUpdatedAt: Date(timeIntervalSince1970: 2_000_000_000.5),
                     revokedAt: revoked)
-                record.counter = 4_000_000_000
                 var response = AppAttestServer.KeyResponse(record)
                 if revoked != nil {
                     response.nextChallenge = "abc-_"

@@ -1,8 +1,10 @@
 #if Service && ServiceClient
 import AppAttest
+import AppAttestWire
 import AppAttestServer
 import AppAttestServiceClient
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Crypto
 import Foundation
@@ -55,7 +57,7 @@ struct TypedClientTests {
             let keyID = device.keyID.base64EncodedString
             let issued = try await client.issueChallenge(body: .json(.init(purpose: .attestation))).ok.body.json
             #expect(issued.expiresAt > Date())
-            let challenge = try #require(AppAttestRequestBinding.decodeBase64URL(issued.challenge))
+            let challenge = try #require(RequestBindingLayout.decodeBase64URL(issued.challenge))
             let key = try await client.registerAttestation(
                 body: .json(
                     .init(
@@ -73,9 +75,10 @@ struct TypedClientTests {
             ).ok.body.json.challenge
             let body = Array("{\"order\":1}".utf8)
             let bodyHash = Array(SHA256.hash(data: body))
-            let clientData = AppAttestRequestBinding.clientData(
+            let clientData = try AppAttestClientData.request(
                 method: "POST", pathAndQuery: "/api/orders?x=1", bodySHA256: bodyHash,
-                challenge: try #require(AppAttestRequestBinding.decodeBase64URL(assertionChallenge)))
+                challenge: try #require(RequestBindingLayout.decodeBase64URL(assertionChallenge))
+            ).bytes
             let request = Components.Schemas.AssertionRequest(
                 keyId: keyID, assertion: Data(try device.assert(clientData: clientData)).base64EncodedString(),
                 issueNextChallenge: true,
@@ -96,7 +99,7 @@ struct TypedClientTests {
             }
 
             // The next challenge, with opaque client data that begins with it.
-            let nextBytes = try #require(AppAttestRequestBinding.decodeBase64URL(next))
+            let nextBytes = try #require(RequestBindingLayout.decodeBase64URL(next))
             let opaque = nextBytes + Array("payload".utf8)
             let second = try await client.verifyAssertion(
                 body: .json(
@@ -107,7 +110,7 @@ struct TypedClientTests {
             #expect(second.counter == 2)
 
             // Read, refresh (not configured: a problem), revoke, then read again.
-            let keyPath = AppAttestRequestBinding.base64URL(device.keyID.rawValue)
+            let keyPath = RequestBindingLayout.base64URL(device.keyID.rawValue)
             #expect(try await client.getKey(path: .init(keyId: keyPath)).ok.body.json.counter == 2)
             switch try await client.refreshReceipt(path: .init(keyId: keyPath)) {
             case .default(let status, let problem):

@@ -7,7 +7,9 @@ import Testing
 struct AcceptanceRoundsTests {
     static func key(_ byte: UInt8) -> KeyID { try! KeyID(rawValue: [UInt8](repeating: byte, count: 32)) }
     static func batch(_ keys: [UInt8]) -> [AssertionAcceptance] {
-        keys.enumerated().map { .init(keyID: key($1), counter: UInt32($0 + 1), window: 1, challenge: nil) }
+        keys.enumerated().map {
+            .init(keyID: key($1), counter: UInt32($0 + 1), counterPolicy: .strictlyIncreasing, challenge: nil)
+        }
     }
 
     @Test("distinct keys are one round, in the given order; a repeated key starts the next round")

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -32,7 +33,7 @@ struct AuditFindingTests {
             _ = try await productionOnly.authenticateAssertion(
                 try device.assert(clientData: [2]), clientData: [2], keyID: device.keyID)
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 1, "the refused assertion stored nothing")
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 1, "the refused assertion stored nothing")
     }
 
     @Test(
@@ -47,11 +48,12 @@ struct AuditFindingTests {
         let longChallenge = [UInt8](repeating: 0x61, count: 1024)
         let huge = [UInt8](repeating: 0x61, count: 64 * 1024 - 1) + [0x62]
         let hostile = try device.assert(clientData: huge)
-        await expectServiceError(.malformedBinding) {
+        #expect(throws: AppAttestError.self) { try AppAttestClientData.opaque(huge, challenge: longChallenge) }
+        await expectServiceError(.malformedBinding, "the same bytes as opaque client data of the service's") {
             _ = try await harness.service.authenticateAssertion(
-                hostile, clientData: try .opaque(huge, challenge: longChallenge), keyID: device.keyID)
+                hostile, clientData: huge + [UInt8](repeating: 0x61, count: 2), keyID: device.keyID)
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 0, "nothing was stored")
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 0, "nothing was stored")
         // A genuine challenge that is inside the client data but not at its place is refused, and stays unused.
         let issued = try await harness.service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
@@ -65,15 +67,15 @@ struct AuditFindingTests {
         let accepted = try await harness.service.authenticateAssertion(
             try device.assert(clientData: issued + [1]), clientData: try .opaque(issued + [1], challenge: issued),
             keyID: device.keyID)
-        #expect(try await harness.store.key(device.keyID)?.counter == accepted.key.counter)
-        #expect(accepted.key.counter > 0)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == accepted.record.key.counter)
+        #expect(accepted.record.key.counter > 0)
         // Methods and paths are validated before they are bound.
         for (method, path) in [
             ("GET\u{0}", "/a"), ("GET", "/a b"), ("GET", "/a\u{0}b"), ("GET", "/a\nb"), ("", "/"), ("GET", "a"),
             ("GET", "/" + String(repeating: "a", count: 8192)), (String(repeating: "G", count: 21), "/"),
         ] {
             #expect(
-                throws: AppAttestServiceError.self, "\(method.debugDescription) \(path.prefix(20).debugDescription)"
+                throws: AppAttestError.self, "\(method.debugDescription) \(path.prefix(20).debugDescription)"
             ) {
                 _ = try AppAttestClientData.request(
                     method: method, pathAndQuery: path, bodySHA256: [UInt8](repeating: 0, count: 32),
@@ -103,7 +105,7 @@ struct AuditFindingTests {
         let accepted = try await harness.service.authenticateAssertion(
             try b.assert(clientData: clientData(forB)), clientData: try .opaque(clientData(forB), challenge: forB),
             keyID: b.keyID)
-        #expect(accepted.key.counter == 1)
+        #expect(accepted.record.key.counter == 1)
     }
 
     @Test("an assertion challenge reserved for a user is usable by that user's keys only", arguments: Backend.available)
@@ -126,7 +128,7 @@ struct AuditFindingTests {
             try alice.assert(clientData: clientData(forAlice)),
             clientData: try .opaque(clientData(forAlice), challenge: forAlice),
             keyID: alice.keyID)
-        #expect(accepted.key.counter == 1)
+        #expect(accepted.record.key.counter == 1)
     }
 
     @Test(

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -22,7 +23,7 @@ struct KeyCacheTests {
             _ = try await harness.service.authenticateAssertion(
                 try device.assert(clientData: clientData), clientData: clientData, keyID: device.keyID)
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 1)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 1)
     }
 
     @Test("a counter stored by another server refuses this server's replay of it", arguments: Backend.available)
@@ -31,9 +32,12 @@ struct KeyCacheTests {
         defer { harness.close() }
         let device = try await harness.registeredDevice()
         let other = AppAttestService(verifier: harness.service.verifier, store: harness.store)
+        // This server's cache keeps what it read for the whole test, however slow the machine.
+        let here = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store, keyCacheLimits: .init(maximumAge: 3_600))
         let first = Array("first".utf8)
         // This server reads the key (counter 0) and caches it.
-        _ = try await harness.service.authenticateAssertion(
+        _ = try await here.authenticateAssertion(
             try device.assert(clientData: first), clientData: first, keyID: device.keyID)
         // The other server accepts counters 2 and 3.
         let second = try device.assert(clientData: first)
@@ -42,39 +46,32 @@ struct KeyCacheTests {
         _ = try await other.authenticateAssertion(third, clientData: first, keyID: device.keyID)
         // Replayed here, where the cached counter is still 1: the store refuses it.
         await expectServiceError(.counterReplayed) {
-            _ = try await harness.service.authenticateAssertion(second, clientData: first, keyID: device.keyID)
+            _ = try await here.authenticateAssertion(second, clientData: first, keyID: device.keyID)
         }
         // And then this server knows the stored counter: the next replay is refused before the store is asked.
         await expectServiceError(.verificationFailed) {
-            _ = try await harness.service.authenticateAssertion(third, clientData: first, keyID: device.keyID)
+            _ = try await here.authenticateAssertion(third, clientData: first, keyID: device.keyID)
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 3)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 3)
         let fourth = try device.assert(clientData: first)
         #expect(
-            try await harness.service.authenticateAssertion(fourth, clientData: first, keyID: device.keyID).key.counter
+            try await here.authenticateAssertion(fourth, clientData: first, keyID: device.keyID).record.key.counter
                 == 4)
     }
 
-    /// A record for a key identifier made of `index`, all sharing one public key (the cache does not look inside).
+    /// A record for the `index`th test key.
     static func record(_ index: Int, counter: UInt32 = 0) throws -> KeyRecord {
-        var id = [UInt8](repeating: 0, count: 32)
-        withUnsafeBytes(of: UInt64(index).bigEndian) { id.replaceSubrange(24..<32, with: $0) }
-        return KeyRecord(
-            keyID: try KeyID(rawValue: id), userID: nil, appID: Harness.appID, environment: .production,
-            publicKey: sharedPoint, counter: counter, receipt: [], riskMetric: nil, createdAt: Date(),
-            receiptUpdatedAt: Date(), revokedAt: nil)
+        TestKeys.record(index, counter: counter)
     }
-    static let sharedPoint = try! SimulatedDevice(authority: Harness.authority, appID: Harness.appID).publicKey
-    static let sharedKey = try! AttestedPublicKey(x963Representation: sharedPoint)
 
     @Test("a full cache evicts its least recently used key, one at a time, never everything")
     func leastRecentlyUsedEviction() throws {
         let cache = KeyCache(limits: .init(capacity: 3))
         let records = try (0..<5).map { try Self.record($0) }
-        for record in records.prefix(3) { cache.insert(record, publicKey: Self.sharedKey) }
+        for record in records.prefix(3) { cache.insert(record) }
         // 0 is used again: 1 is now the least recently used.
         #expect(cache.entry(records[0].keyID) != nil)
-        cache.insert(records[3], publicKey: Self.sharedKey)
+        cache.insert(records[3])
         #expect(cache.count == 3)
         #expect(cache.entry(records[1].keyID) == nil, "the least recently used key was evicted")
         #expect(cache.entry(records[0].keyID) != nil)
@@ -82,7 +79,7 @@ struct KeyCacheTests {
         #expect(cache.entry(records[3].keyID) != nil)
         // Removing frees a slot: the next insertion evicts nothing.
         cache.remove(records[2].keyID)
-        cache.insert(records[4], publicKey: Self.sharedKey)
+        cache.insert(records[4])
         #expect(cache.count == 3)
         #expect([0, 3, 4].allSatisfy { cache.entry(records[$0].keyID) != nil })
         // Counters advance in place and never go back.
@@ -95,7 +92,7 @@ struct KeyCacheTests {
     func boundedUnderAFleet() throws {
         let cache = KeyCache(limits: .init(capacity: 1_000))
         for index in 0..<20_000 {
-            cache.insert(try Self.record(index), publicKey: Self.sharedKey)
+            cache.insert(try Self.record(index))
             #expect(cache.count == min(index + 1, 1_000))
         }
         #expect(cache.entry(try Self.record(18_999).keyID) == nil)
@@ -106,11 +103,11 @@ struct KeyCacheTests {
     @Test("capacity 0 turns the cache off; entries older than the maximum age are read again")
     func disabledAndAged() throws {
         let off = KeyCache(limits: .init(capacity: 0))
-        off.insert(try Self.record(1), publicKey: Self.sharedKey)
+        off.insert(try Self.record(1))
         #expect(off.count == 0)
         #expect(off.entry(try Self.record(1).keyID) == nil)
         let immediate = KeyCache(limits: .init(capacity: 10, maximumAge: 0))
-        immediate.insert(try Self.record(1), publicKey: Self.sharedKey)
+        immediate.insert(try Self.record(1))
         #expect(immediate.entry(try Self.record(1).keyID) == nil)
         #expect(immediate.count == 0, "an aged entry is dropped when found")
     }

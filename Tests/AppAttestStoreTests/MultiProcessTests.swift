@@ -2,6 +2,7 @@
 import AppAttest
 import AppAttestSQLite
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import Crypto
 import Foundation
@@ -77,7 +78,7 @@ struct MultiProcessTests {
         }
         #expect(accepted.count == 2, "both workers finished: \(outputs.flatMap(lines))")
         #expect(accepted.reduce(0, +) == 1)
-        #expect(try await harness.store.key(device.keyID)?.counter == 1)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 1)
     }
 
     @Test("two processes racing through the same counters: no counter accepted twice", arguments: processBackends)
@@ -94,7 +95,7 @@ struct MultiProcessTests {
         }
         #expect(!accepted.isEmpty)
         #expect(Set(accepted).count == accepted.count, "a counter was accepted twice")
-        #expect(try await harness.store.key(device.keyID)?.counter == accepted.max())
+        #expect(try await harness.store.key(device.keyID)?.key.counter == accepted.max())
         #expect(accepted.max() == 120)
     }
 
@@ -123,10 +124,10 @@ struct MultiProcessTests {
         // Stored: the last accepted counter, or the one in flight when the kill came if its update committed. A
         // PostgreSQL server finishes (and commits) a statement whose client was killed: wait until the stored counter
         // has settled before reading it.
-        var stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        var stored = try await harness.store.key(device.keyID)?.key.counter ?? 0
         for _ in 0..<20 {
             try await Task.sleep(nanoseconds: 100_000_000)
-            let again = try await harness.store.key(device.keyID)?.counter ?? 0
+            let again = try await harness.store.key(device.keyID)?.key.counter ?? 0
             if again == stored { break }
             stored = again
         }
@@ -172,7 +173,7 @@ extension MultiProcessTests {
         }
         #expect(
             accepted.sorted() == Array(UInt32(1)...64), "\(outputs.flatMap(lines).filter { $0.hasPrefix("rejected") })")
-        #expect(try await harness.store.key(device.keyID)?.counter == 64)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 64)
         // Both again: every one is a replay.
         let again = [outputFile(), outputFile()]
         let replays = try zip(halves, again).map { half, output in
@@ -205,7 +206,7 @@ extension MultiProcessTests {
             return Int(line.dropFirst("done accepted=".count))
         }
         #expect(accepted.count == 2 && accepted.reduce(0, +) == 1, "\(outputs.flatMap(lines))")
-        #expect(try await harness.store.key(device.keyID)?.counter == 40)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 40)
     }
 
     @Test(
@@ -230,7 +231,7 @@ extension MultiProcessTests {
         let tried = log.filter { $0.hasPrefix("trying ") }.compactMap { UInt32($0.split(separator: " ")[1]) }
         #expect(accepted.count >= 80, "\(log.suffix(3))")
         let highest = accepted.compactMap { UInt32($0[1]) }.max() ?? 0
-        let stored = try await harness.store.key(device.keyID)?.counter ?? 0
+        let stored = try await harness.store.key(device.keyID)?.key.counter ?? 0
         #expect(stored >= highest && stored <= (tried.max() ?? 0), "stored \(stored), accepted up to \(highest)")
         // Nothing accepted is lost: each accepted counter is refused again, its challenge is gone.
         let service = AppAttestService(

@@ -28,7 +28,9 @@ struct SQLiteMigrationTests {
 
     /// The schema and data as version 3 of the migrations left them: the counter, its window's bits and the revocation
     /// in `keys`, beside the receipt.
-    static func versionThreeDatabase(_ path: String, keys: [(id: KeyID, counter: Int64, seen: Int64, revoked: Bool)])
+    static func versionThreeDatabase(
+        _ path: String, keys: [(key: AttestedPublicKey, counter: Int64, seen: Int64, revoked: Bool)]
+    )
         throws
     {
         let queue = try DatabaseQueue(path: path)
@@ -48,7 +50,7 @@ struct SQLiteMigrationTests {
                         VALUES (?, 'user', 'STORE12345.com.example.store', 'production', ?, ?, ?, 2, 100, 200, ?, ?)
                         """,
                     arguments: [
-                        Data(key.id.rawValue), Data(repeating: 4, count: 65), key.counter,
+                        Data(key.key.keyID.rawValue), Data(key.key.x963Representation), key.counter,
                         Data(repeating: 7, count: 5_000), key.revoked ? 300.0 : nil, key.seen,
                     ])
             }
@@ -62,15 +64,15 @@ struct SQLiteMigrationTests {
             "appattest-migration-\(UUID().uuidString).sqlite"
         ).path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let live = try KeyID(rawValue: Data(repeating: 1, count: 32))
-        let revoked = try KeyID(rawValue: Data(repeating: 2, count: 32))
+        let live = TestKeys.publicKey(1).keyID
+        let revoked = TestKeys.publicKey(2).keyID
         // Highest 7; bits 0 and 2 set: counters 6 and 4 were accepted, 5 was not.
         try Self.versionThreeDatabase(
-            path, keys: [(live, 7, 0b101, false), (revoked, 3, 0, true)])
+            path, keys: [(TestKeys.publicKey(1), 7, 0b101, false), (TestKeys.publicKey(2), 3, 0, true)])
 
         let store = try SQLiteAppAttestStore(path: path)
         let record = try #require(try await store.key(live))
-        #expect(record.counter == 7)
+        #expect(record.key.counter == 7)
         #expect(record.receipt == [UInt8](repeating: 7, count: 5_000))
         #expect(record.riskMetric == 2)
         #expect(record.revokedAt == nil)
@@ -78,7 +80,8 @@ struct SQLiteMigrationTests {
         #expect(try await store.keys(forUser: "user").count == 2)
 
         func accept(_ key: KeyID, _ counter: UInt32) async throws -> AssertionAcceptanceOutcome {
-            try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 8, challenge: nil))
+            try await store.acceptAssertion(
+                .init(keyID: key, counter: counter, counterPolicy: .reorderWindow(8), challenge: nil))
         }
         #expect(try await accept(live, 6) == .counterRefused(highestCounter: 7))
         #expect(try await accept(live, 4) == .counterRefused(highestCounter: 7))
@@ -94,7 +97,7 @@ struct SQLiteMigrationTests {
         #expect(!columns.contains("counter") && !columns.contains("seen") && !columns.contains("revoked_at"))
         try queue.close()
         let reopened = try SQLiteAppAttestStore(path: path)
-        #expect(try await reopened.key(live)?.counter == 8)
+        #expect(try await reopened.key(live)?.key.counter == 8)
         await reopened.close()
     }
 
@@ -104,7 +107,7 @@ struct SQLiteMigrationTests {
             "appattest-migration-\(UUID().uuidString).sqlite"
         ).path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let key = try KeyID(rawValue: Data(repeating: 3, count: 32))
+        let key = TestKeys.publicKey(3).keyID
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(
@@ -119,7 +122,9 @@ struct SQLiteMigrationTests {
                                       risk_metric, created_at, receipt_updated_at, revoked_at)
                     VALUES (?, 'user', 'STORE12345.com.example.store', 'production', ?, 7, ?, NULL, 100, 200, NULL)
                     """,
-                arguments: [Data(key.rawValue), Data(repeating: 4, count: 65), Data(repeating: 7, count: 16)])
+                arguments: [
+                    Data(key.rawValue), Data(TestKeys.publicKey(3).x963Representation), Data(repeating: 7, count: 16),
+                ])
         }
         try queue.close()
 

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -50,10 +51,12 @@ struct ServiceInputTests {
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
         ).challenge
         let hash = AppAttestSHA256.hash(Array("{}".utf8))
-        let bound = AppAttestRequestBinding.clientData(
-            method: "POST", pathAndQuery: "/orders", bodySHA256: hash, challenge: challenge)
-        let timed = AppAttestRequestBinding.clientData(
-            method: "POST", pathAndQuery: "/orders", bodySHA256: hash, timestampMilliseconds: 1)
+        let bound = try AppAttestClientData.request(
+            method: "POST", pathAndQuery: "/orders", bodySHA256: hash, challenge: challenge
+        ).bytes
+        let timed = try AppAttestClientData.request(
+            method: "POST", pathAndQuery: "/orders", bodySHA256: hash, timestampMilliseconds: 1
+        ).bytes
         for clientData in [bound, timed] {
             let assertion = try device.assert(clientData: clientData)
             await expectServiceError(.malformedBinding) {
@@ -61,7 +64,7 @@ struct ServiceInputTests {
                     assertion, clientData: clientData, keyID: device.keyID)
             }
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 0, "nothing was accepted")
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 0, "nothing was accepted")
         // Opaque data that merely mentions the domain elsewhere is the app's own business.
         let mentions = Array("note: app-attest-request-v1".utf8) + [0]
         _ = try await harness.service.authenticateAssertion(

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -94,7 +95,8 @@ struct StoreContractTests {
         options.counter = 5
         let five = try device.assert(clientData: data, options)
         #expect(
-            try await harness.service.authenticateAssertion(five, clientData: data, keyID: device.keyID).key.counter
+            try await harness.service.authenticateAssertion(five, clientData: data, keyID: device.keyID).record.key
+                .counter
                 == 5)
         await expectServiceError(.verificationFailed, "replay") {
             _ = try await harness.service.authenticateAssertion(five, clientData: data, keyID: device.keyID)
@@ -104,7 +106,7 @@ struct StoreContractTests {
         await expectServiceError(.verificationFailed, "rollback") {
             _ = try await harness.service.authenticateAssertion(three, clientData: data, keyID: device.keyID)
         }
-        #expect(try await harness.store.key(device.keyID)?.counter == 5)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 5)
         // With a challenge: consumed once.
         let challenge = try await harness.service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID
@@ -146,7 +148,7 @@ struct StoreContractTests {
         }
         #expect(outcomes.filter { $0 == nil }.count == 1, "\(outcomes)")
         #expect(outcomes.allSatisfy { $0 == nil || $0 == .counterReplayed || $0 == .verificationFailed }, "\(outcomes)")
-        #expect(try await harness.store.key(device.keyID)?.counter == 1)
+        #expect(try await harness.store.key(device.keyID)?.key.counter == 1)
     }
 
     @Test("a key belongs to one user; a user may have several keys", arguments: Backend.available)
@@ -169,7 +171,10 @@ struct StoreContractTests {
         _ = try await harness.registeredDevice(userID: alice)
         let keys = try await harness.service.keys(forUser: alice)
         #expect(keys.count == 2)
-        #expect(keys.allSatisfy { $0.counter == 0 && $0.appID == Harness.appID && $0.environment == .production })
+        #expect(
+            keys.allSatisfy {
+                $0.key.counter == 0 && $0.key.appID == Harness.appID && $0.key.environment == .production
+            })
     }
 
     @Test("revoked keys verify nothing; receipts are replaced", arguments: Backend.available)
@@ -184,7 +189,8 @@ struct StoreContractTests {
                 try device.assert(clientData: [1]), clientData: [1], keyID: device.keyID)
         }
         #expect(
-            try await harness.store.acceptAssertion(.init(keyID: device.keyID, counter: 100, window: 1, challenge: nil))
+            try await harness.store.acceptAssertion(
+                .init(keyID: device.keyID, counter: 100, counterPolicy: .strictlyIncreasing, challenge: nil))
                 == .keyRevoked)
         await expectServiceError(.unknownKey) {
             _ = try await harness.service.authenticateAssertion(

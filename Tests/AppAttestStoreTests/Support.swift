@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Crypto
@@ -139,7 +140,8 @@ func expectCountersBelowSevenUsed(
     _ store: any AppAttestStore, _ key: KeyID, sourceLocation: SourceLocation = #_sourceLocation
 ) async throws {
     func accept(_ counter: UInt32) async throws -> AssertionAcceptanceOutcome {
-        try await store.acceptAssertion(.init(keyID: key, counter: counter, window: 64, challenge: nil))
+        try await store.acceptAssertion(
+            .init(keyID: key, counter: counter, counterPolicy: .reorderWindow(64), challenge: nil))
     }
     for counter: UInt32 in [6, 5, 1, 7] {
         #expect(
@@ -149,4 +151,32 @@ func expectCountersBelowSevenUsed(
     #expect(try await accept(9) == .accepted(highestCounter: 9), sourceLocation: sourceLocation)
     #expect(try await accept(8) == .accepted(highestCounter: 9), sourceLocation: sourceLocation)
     #expect(try await accept(8) == .counterRefused(highestCounter: 9), sourceLocation: sourceLocation)
+}
+
+/// Attested keys for tests that store many: each a real point (a record's keyId is its point's SHA-256), made once.
+enum TestKeys {
+    private static let made = Mutex<[AttestedPublicKey]>([])
+
+    /// The `index`th key, the same for the same index throughout a test run. Keys are made outside the lock, so that
+    /// a caller waits only for the keys it needs.
+    static func publicKey(_ index: Int) -> AttestedPublicKey {
+        while true {
+            if let key = made.withLock({ $0.count > index ? $0[index] : nil }) { return key }
+            let key = try! AttestedPublicKey(
+                x963Representation: P256.Signing.PrivateKey().publicKey.x963Representation)
+            made.withLock { $0.append(key) }
+        }
+    }
+
+    /// A key record for the `index`th key.
+    static func record(
+        _ index: Int, appID: AppID = Harness.appID, environment: AppAttestEnvironment = .production,
+        counter: UInt32 = 0, userID: String? = nil, receipt: [UInt8] = [], riskMetric: Int? = nil,
+        createdAt: Date = Date(), revokedAt: Date? = nil
+    ) -> KeyRecord {
+        KeyRecord(
+            key: AttestedKey(publicKey: publicKey(index), appID: appID, environment: environment, counter: counter),
+            userID: userID, receipt: receipt, riskMetric: riskMetric, createdAt: createdAt,
+            receiptUpdatedAt: createdAt, revokedAt: revokedAt)
+    }
 }

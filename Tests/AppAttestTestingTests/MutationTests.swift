@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestCBOR
 import AppAttestTesting
 import Foundation
@@ -42,7 +42,8 @@ struct MutationTests {
     func baseObjects() throws {
         _ = try Self.verifier.verifyAttestation(Self.attestation, keyID: Self.device.keyID, challenge: Self.challenge)
         _ = try Self.verifier.verifyAssertion(
-            Self.assertion, clientData: Self.clientData, publicKey: Self.key, appID: Self.appID, previousCounter: 41)
+            Self.assertion, clientData: Self.clientData,
+            key: AttestedKey(publicKey: Self.key, appID: Self.appID, environment: .production, counter: 41))
     }
 
     @Test("90,000 assertion mutations: nothing different is accepted, memory stays bounded", arguments: 0..<6)
@@ -54,7 +55,8 @@ struct MutationTests {
             let mutated = round % 4 == 3 ? structural(Self.assertion, &random) : bytewise(Self.assertion, &random)
             do {
                 let result = try Self.verifier.verifyAssertion(
-                    mutated, clientData: Self.clientData, publicKey: Self.key, appID: Self.appID, previousCounter: 41)
+                    mutated, clientData: Self.clientData,
+                    key: AttestedKey(publicKey: Self.key, appID: Self.appID, environment: .production, counter: 41))
                 let accepted = try AssertionObject(cborEncoded: mutated)
                 #expect(
                     accepted.signature == original.signature, "seed \(seed) round \(round): accepted another signature")

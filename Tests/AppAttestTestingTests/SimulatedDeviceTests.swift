@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestTesting
 import Crypto
 import Foundation
@@ -38,17 +38,18 @@ struct SimulatedDeviceTests {
         let device = device()
         let object = try device.attest(challenge: challenge, options())
         let attested = try verifier().verifyAttestation(object, keyID: device.keyID, challenge: challenge)
-        #expect(attested.keyID == device.keyID)
-        #expect(attested.publicKey.x963Representation == device.publicKey)
-        #expect(attested.environment == .production)
+        #expect(attested.key.keyID == device.keyID)
+        #expect(attested.key.publicKey.x963Representation == device.publicKey)
+        #expect(attested.key.environment == .production)
         #expect(attested.osVersion == "17.4")
         var previous: UInt32 = 0
         for expected in UInt32(1)...3 {
             let clientData = Array("request \(expected)".utf8)
             let assertion = try device.assert(clientData: clientData)
             let verified = try verifier().verifyAssertion(
-                assertion, clientData: clientData, publicKey: attested.publicKey, appID: Self.appID,
-                previousCounter: previous)
+                assertion, clientData: clientData,
+                key: AttestedKey(
+                    publicKey: attested.key.publicKey, appID: Self.appID, environment: .production, counter: previous))
             #expect(verified.counter == expected)
             previous = verified.counter
         }
@@ -79,7 +80,7 @@ struct SimulatedDeviceTests {
             })
         let result = try verifier([.development]).verifyAttestation(
             object, keyID: development.keyID, challenge: challenge)
-        #expect(result.environment == .development)
+        #expect(result.key.environment == .development)
         #expect(result.osVersion == "27.0")
         #expect(result.extensions?.bundleVersion == "7")
         #expect(result.extensions?.validationCategory == 4)
@@ -87,7 +88,8 @@ struct SimulatedDeviceTests {
         assertOptions.extensions = AuthenticatorExtensions(bundleVersion: "8")
         let assertion = try development.assert(clientData: [1], assertOptions)
         let verified = try verifier([.development]).verifyAssertion(
-            assertion, clientData: [1], publicKey: result.publicKey, appID: Self.appID, previousCounter: 0)
+            assertion, clientData: [1],
+            key: AttestedKey(publicKey: result.key.publicKey, appID: Self.appID, environment: .production, counter: 0))
         #expect(verified.extensions?.bundleVersion == "8")
     }
 
@@ -159,7 +161,8 @@ struct SimulatedDeviceTests {
         let assertion = try device.assert(clientData: [9, 9], options)
         expectCode(code, name) {
             _ = try verifier().verifyAssertion(
-                assertion, clientData: [9, 9], publicKey: key, appID: Self.appID, previousCounter: 5)
+                assertion, clientData: [9, 9],
+                key: AttestedKey(publicKey: key, appID: Self.appID, environment: .production, counter: 5))
         }
     }
 
@@ -170,11 +173,13 @@ struct SimulatedDeviceTests {
         let last = try device.assert(clientData: [1])
         #expect(
             try verifier().verifyAssertion(
-                last, clientData: [1], publicKey: key, appID: Self.appID, previousCounter: .max - 1
+                last, clientData: [1],
+                key: AttestedKey(publicKey: key, appID: Self.appID, environment: .production, counter: .max - 1)
             ).counter == .max)
         expectCode(.counterNotIncreasing) {
             _ = try verifier().verifyAssertion(
-                last, clientData: [1], publicKey: key, appID: Self.appID, previousCounter: .max)
+                last, clientData: [1],
+                key: AttestedKey(publicKey: key, appID: Self.appID, environment: .production, counter: .max))
         }
     }
 }

@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestTesting
 import Foundation
 import Testing
@@ -66,7 +66,7 @@ struct TestReceiptTests {
         let receipt = try validator.validate(
             bytes,
             expecting: .init(
-                appID: Self.appID, publicKey: attestation.publicKey, type: .receipt, environment: .production,
+                appID: Self.appID, publicKey: attestation.key.publicKey, type: .receipt, environment: .production,
                 freshlyReceived: true))
         #expect(receipt.riskMetric == 3)
         #expect(receipt.notBefore == later.addingTimeInterval(86_400))
@@ -79,7 +79,7 @@ struct TestReceiptTests {
         expectCode(.certificateValidity) {
             _ = try expiredValidator.validate(
                 expiredBytes,
-                expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: false))
+                expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: false))
         }
     }
 
@@ -105,14 +105,14 @@ struct TestReceiptTests {
         expectCode(.certificateChain) {
             _ = try validator.validate(
                 try foreign.sign(fields),
-                expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+                expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: true))
         }
         // The same fields from the authority shaped like Apple's pass.
         let genuine = try AppAttestReceiptValidator(
             configuration: .init(trustAnchor: Self.receipts.trustAnchor, verificationTime: .fixed(Self.now)))
         _ = try genuine.validate(
             try Self.receipts.sign(fields),
-            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+            expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: true))
     }
 
     @Test("the risk metric is read from RECEIPT receipts only")
@@ -123,7 +123,7 @@ struct TestReceiptTests {
             configuration: .init(trustAnchor: Self.receipts.trustAnchor, verificationTime: .fixed(Self.now)))
         let receipt = try validator.validate(
             try Self.receipts.sign(fields),
-            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+            expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: true))
         #expect(receipt.type == .attest)
         #expect(receipt.riskMetric == nil)
     }
@@ -138,7 +138,8 @@ struct TestReceiptTests {
         for fresh in [true, false] {
             expectCode(.receiptFromTheFuture) {
                 _ = try validator.validate(
-                    bytes, expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: fresh)
+                    bytes,
+                    expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: fresh)
                 )
             }
         }
@@ -146,7 +147,7 @@ struct TestReceiptTests {
         fields.creationTime = Self.now.addingTimeInterval(30)
         _ = try validator.validate(
             try Self.receipts.sign(fields),
-            expecting: .init(appID: Self.appID, publicKey: attestation.publicKey, freshlyReceived: true))
+            expecting: .init(appID: Self.appID, publicKey: attestation.key.publicKey, freshlyReceived: true))
     }
 
     func verifier() throws -> AppAttestVerifier {

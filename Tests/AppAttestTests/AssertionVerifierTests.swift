@@ -14,21 +14,21 @@ struct AssertionVerifierTests {
 
     func verify(_ bytes: [UInt8], previous: UInt32 = 0, clientData: [UInt8]? = nil) throws -> VerifiedAssertion {
         try verifier.verifyAssertion(
-            bytes, clientData: clientData ?? vector.clientData!, publicKey: key, appID: vector.appID,
-            previousCounter: previous)
+            bytes, clientData: clientData ?? vector.clientData!,
+            key: AttestedKey(publicKey: key, appID: vector.appID, environment: .production, counter: previous))
     }
 
     @Test("a genuine assertion yields the new counter; the parsed key is reusable")
     func genuine() throws {
         let result = try verify(vector.assertion!, previous: 2)
         #expect(result.counter == 3)
-        #expect(result.keyID == key.keyID)
+        #expect(result.key.keyID == key.keyID)
         #expect(result.extensions == nil)
         // Apple sets AT in assertions although no credential data follows (“Verifying attestations”).
         #expect(result.authenticatorData.flags.contains(.attestedCredentialData))
         let viaHash = try verifier.verifyAssertion(
-            vector.assertion!, clientDataHash: AppAttestSHA256.hash(vector.clientData!), publicKey: key,
-            appID: vector.appID, previousCounter: 2)
+            vector.assertion!, clientDataHash: AppAttestSHA256.hash(vector.clientData!),
+            key: AttestedKey(publicKey: key, appID: vector.appID, environment: .production, counter: 2))
         #expect(viaHash == result)
     }
 
@@ -48,7 +48,8 @@ struct AssertionVerifierTests {
         // Passing the nonce as if it were the client data hash makes the verifier hash differently: invalid.
         expectCode(.signatureInvalid) {
             _ = try verifier.verifyAssertion(
-                vector.assertion!, clientDataHash: nonce, publicKey: key, appID: vector.appID, previousCounter: 0)
+                vector.assertion!, clientDataHash: nonce,
+                key: AttestedKey(publicKey: key, appID: vector.appID, environment: .production, counter: 0))
         }
     }
 
@@ -59,24 +60,26 @@ struct AssertionVerifierTests {
             x963Representation: realVector("veehaitch-2020-11-21-assertion").publicKey!)
         expectCode(.signatureInvalid) {
             _ = try verifier.verifyAssertion(
-                vector.assertion!, clientData: vector.clientData!, publicKey: otherKey, appID: vector.appID,
-                previousCounter: 0)
+                vector.assertion!, clientData: vector.clientData!,
+                key: AttestedKey(publicKey: otherKey, appID: vector.appID, environment: .production, counter: 0))
         }
         let other = try AppID("ABCDE12345.com.example.other")
         expectCode(.appIdMismatch, "App ID not configured") {
             _ = try verifier.verifyAssertion(
-                vector.assertion!, clientData: vector.clientData!, publicKey: key, appID: other, previousCounter: 0)
+                vector.assertion!, clientData: vector.clientData!,
+                key: AttestedKey(publicKey: key, appID: other, environment: .production, counter: 0))
         }
         let both = try AppAttestVerifier(
             configuration: .init(apps: [other: [.production], vector.appID: [.development]]))
         expectCode(.appIdMismatch, "configured, but not the key's") {
             _ = try both.verifyAssertion(
-                vector.assertion!, clientData: vector.clientData!, publicKey: key, appID: other, previousCounter: 0)
+                vector.assertion!, clientData: vector.clientData!,
+                key: AttestedKey(publicKey: key, appID: other, environment: .production, counter: 0))
         }
         expectCode(.malformed, "a client data hash of 31 bytes") {
             _ = try verifier.verifyAssertion(
-                vector.assertion!, clientDataHash: [UInt8](repeating: 0, count: 31), publicKey: key,
-                appID: vector.appID, previousCounter: 0)
+                vector.assertion!, clientDataHash: [UInt8](repeating: 0, count: 31),
+                key: AttestedKey(publicKey: key, appID: vector.appID, environment: .production, counter: 0))
         }
     }
 

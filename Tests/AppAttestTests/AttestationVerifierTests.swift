@@ -3,7 +3,7 @@ import AppAttestVectors
 import Foundation
 import Testing
 
-@testable import AppAttest
+@_spi(FixedVerificationTime) @testable import AppAttest
 
 /// Rejection paths of attestation verification that the vectors do not reach, and the verifier's options.
 @Suite("Attestation verification")
@@ -39,12 +39,12 @@ struct AttestationVerifierTests {
     @Test("a genuine attestation yields its key, environment, receipt and OS version")
     func genuine() throws {
         let result = try verify(object)
-        #expect(result.keyID == vector.keyID)
-        #expect(result.appID == vector.appID)
-        #expect(result.environment == .development)
-        #expect(result.publicKey.keyID == vector.keyID)
-        #expect(result.publicKey.x963Representation.count == 65)
-        #expect(result.counter == 0)
+        #expect(result.key.keyID == vector.keyID)
+        #expect(result.key.appID == vector.appID)
+        #expect(result.key.environment == .development)
+        #expect(result.key.publicKey.keyID == vector.keyID)
+        #expect(result.key.publicKey.x963Representation.count == 65)
+        #expect(result.key.counter == 0)
         #expect(result.receipt.count > 3000)
         #expect(result.receipt.prefix(2) == [0x30, 0x80])  // BER, indefinite length (“Receipts and the risk metric”)
         #expect(result.osVersion?.hasPrefix("14.") == true)
@@ -72,7 +72,7 @@ struct AttestationVerifierTests {
         let verifier = try makeVerifier(for: sample)
         let result = try verifier.verifyAttestation(
             sample.attestation!, keyID: sample.keyID!, clientDataHash: sample.clientDataHash!)
-        #expect(result.environment == .production)
+        #expect(result.key.environment == .production)
     }
 
     @Test("an iOS 26 leaf (2026) exposes its OS version")
@@ -216,7 +216,7 @@ struct AttestationVerifierTests {
             configuration: .init(
                 apps: [other: [.production], vector.appID: [.development, .production]],
                 verificationTime: .fixed(vector.verifyAt!)))
-        #expect(try verify(object, using: both).appID == vector.appID)
+        #expect(try verify(object, using: both).key.appID == vector.appID)
         let wrongApp = try AppAttestVerifier(
             configuration: .init(
                 appID: other, environment: .development, verificationTime: .fixed(vector.verifyAt!)))

@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestVectors
 import Foundation
 import Testing
@@ -39,7 +39,7 @@ struct ReceiptTests {
         #expect(receipt.type == .attest, "\(id)")
         #expect(receipt.environment == vector.environment, "\(id): \(receipt.environmentName ?? "-")")
         #expect(receipt.clientHash == vector.clientDataHash, "\(id)")
-        #expect(receipt.attestedPublicKey == attestation.publicKey.x963Representation, "\(id)")
+        #expect(receipt.attestedPublicKey == attestation.key.publicKey.x963Representation, "\(id)")
         #expect(receipt.attestedCertificate == attestation.certificateChain[0], "\(id)")
         #expect(receipt.riskMetric == nil, "\(id): ATTEST receipts carry no metric")
         #expect(receipt.token.count == 88 || !receipt.token.isEmpty, "\(id)")

@@ -1,4 +1,4 @@
-import AppAttest
+@_spi(FixedVerificationTime) import AppAttest
 import AppAttestCBOR
 import AppAttestVectors
 import Foundation

@@ -1,7 +1,9 @@
 #if Vapor
 import AppAttest
+import AppAttestWire
 import AppAttestHTTP
 import AppAttestStore
+import AppAttestLifecycle
 import AppAttestTesting
 import AppAttestVapor
 import Foundation
@@ -50,7 +52,7 @@ struct VaporMiddlewareTests {
             body: ByteBuffer(string: "{\"purpose\":\"\(purpose)\"\(key)}"))
         #expect(response.status == .ok)
         let decoded = try JSONDecoder().decode(Challenge.self, from: Data(buffer: response.body))
-        return try #require(AppAttestRequestBinding.decodeBase64URL(decoded.challenge))
+        return try #require(RequestBindingLayout.decodeBase64URL(decoded.challenge))
     }
 
     func register(_ app: Application, _ device: SimulatedDevice) async throws {
@@ -58,7 +60,7 @@ struct VaporMiddlewareTests {
         let object = try device.attest(challenge: challenge)
         let body = """
             {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
-            "challenge":"\(AppAttestRequestBinding.base64URL(challenge))"}
+            "challenge":"\(RequestBindingLayout.base64URL(challenge))"}
             """
         let response = try await app.testing().sendRequest(
             .POST, "/appattest/attestation", headers: ["Content-Type": "application/json"],
@@ -69,13 +71,14 @@ struct VaporMiddlewareTests {
     func signed(_ device: SimulatedDevice, path: String, body: String, challenge: [UInt8], signedPath: String? = nil)
         throws -> HTTPHeaders
     {
-        let clientData = AppAttestRequestBinding.clientData(
-            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge)
+        let clientData = try AppAttestClientData.request(
+            method: "POST", pathAndQuery: signedPath ?? path, body: Array(body.utf8), challenge: challenge
+        ).bytes
         let assertion = try device.assert(clientData: clientData)
         return [
             AppAttestHTTPHeaders.keyID.rawName: device.keyID.base64EncodedString,
             AppAttestHTTPHeaders.assertion.rawName: Data(assertion).base64EncodedString(),
-            AppAttestHTTPHeaders.challenge.rawName: AppAttestRequestBinding.base64URL(challenge),
+            AppAttestHTTPHeaders.challenge.rawName: RequestBindingLayout.base64URL(challenge),
         ]
     }
 
@@ -283,7 +286,7 @@ struct VaporIntegrationTests {
                     .POST, "/api/order", headers: try tests.signed(device, path: "/api/order", body: "", challenge: c))
                 #expect(response.status == .ok, "round \(round)")
                 let next = try #require(response.headers.first(name: AppAttestHTTPHeaders.nextChallenge.rawName))
-                c = try #require(AppAttestRequestBinding.decodeBase64URL(next))
+                c = try #require(RequestBindingLayout.decodeBase64URL(next))
             }
         }
     }

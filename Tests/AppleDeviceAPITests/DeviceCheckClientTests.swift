@@ -155,9 +155,9 @@ struct DeviceCheckClientTests {
             tokens: tokens, environment: .production, endpoint: try AppleEndpoint(baseURL: "http://127.0.0.1:9"),
             timeout: 2, retry: .init(maximumAttempts: 2, initialBackoff: 0.01))
         await expectError(.transport, .network) { try await client.validateDeviceToken(Self.token) }
-        #expect(DeviceCheckClient.Environment.production.endpoint.baseURL == "https://api.devicecheck.apple.com")
+        #expect(DeviceCheckClient.endpoint(for: .production).baseURL == "https://api.devicecheck.apple.com")
         #expect(
-            DeviceCheckClient.Environment.development.endpoint.baseURL
+            DeviceCheckClient.endpoint(for: .development).baseURL
                 == "https://api.development.devicecheck.apple.com")
     }
 

@@ -55,10 +55,10 @@ struct ReceiptRefreshClientTests {
     func refreshCycle() async throws {
         let attested = try attestation()
         try await withStandIn { server, client in
-            await server.setRiskMetric(4, forKeyPoint: attested.publicKey.x963Representation)
+            await server.setRiskMetric(4, forKeyPoint: attested.key.publicKey.x963Representation)
             guard
                 case .refreshed(let receipt) = try await client.refresh(
-                    attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                    attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             else {
                 Issue.record("not refreshed")
                 return
@@ -69,10 +69,11 @@ struct ReceiptRefreshClientTests {
             #expect(receipt.notBefore! > Date())
             // Refreshing the new receipt before its not-before: 304, keep it.
             let early = try await client.refresh(
-                receipt.rawRepresentation, appID: Self.appID, publicKey: attested.publicKey)
+                receipt.rawRepresentation, appID: Self.appID, publicKey: attested.key.publicKey)
             #expect(early == .notModified)
-            await server.expireData(forKeyPoint: attested.publicKey.x963Representation)
-            let expired = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+            await server.expireData(forKeyPoint: attested.key.publicKey.x963Representation)
+            let expired = try await client.refresh(
+                attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             #expect(expired == .noData)
         }
     }
@@ -82,11 +83,11 @@ struct ReceiptRefreshClientTests {
         let attested = try attestation()
         try await withStandIn(environment: .development) { _, client in
             await expectError(.incorrectEnvironment) {
-                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             }
             await expectError(.badPayload) {
                 _ = try await client.refresh(
-                    [0x30, 0x03, 0x02, 0x01, 0x01], appID: Self.appID, publicKey: attested.publicKey)
+                    [0x30, 0x03, 0x02, 0x01, 0x01], appID: Self.appID, publicKey: attested.key.publicKey)
             }
         }
         try await withStandIn { server, client in
@@ -98,19 +99,19 @@ struct ReceiptRefreshClientTests {
                 // The client tries twice where a retry can help (429, 5xx), once otherwise.
                 for _ in 0..<(status == 401 ? 1 : 2) { await server.enqueue(status: status, body: body) }
                 await expectError(code) {
-                    _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                    _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
                 }
             }
             // A refreshed receipt with another key than ours is not accepted.
             let other = try attestation()
             await expectError(.invalidReceipt) {
-                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: other.publicKey)
+                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: other.key.publicKey)
             }
         }
         // The server signs with an authority the validator does not trust: the new receipt is refused.
         try await withStandIn(signer: try TestReceiptAuthority()) { _, client in
             await expectError(.invalidReceipt) {
-                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             }
         }
     }
@@ -120,21 +121,21 @@ struct ReceiptRefreshClientTests {
         let attested = try attestation()
         try await withStandIn(wantsBearer: true) { _, client in
             await expectError(.invalidAuthorizationToken) {
-                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                _ = try await client.refresh(attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             }
         }
         try await withStandIn(wantsBearer: true, style: .bearer) { _, client in
             guard
                 case .refreshed = try await client.refresh(
-                    attested.receipt, appID: Self.appID, publicKey: attested.publicKey)
+                    attested.receipt, appID: Self.appID, publicKey: attested.key.publicKey)
             else {
                 Issue.record("not refreshed")
                 return
             }
         }
-        #expect(ReceiptRefreshClient.Environment.production.endpoint.baseURL == "https://data.appattest.apple.com")
+        #expect(ReceiptRefreshClient.endpoint(for: .production).baseURL == "https://data.appattest.apple.com")
         #expect(
-            ReceiptRefreshClient.Environment.development.endpoint.baseURL
+            ReceiptRefreshClient.endpoint(for: .development).baseURL
                 == "https://data-development.appattest.apple.com")
     }
 }

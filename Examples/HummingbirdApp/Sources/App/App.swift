@@ -1,5 +1,6 @@
 import AppAttest
 import AppAttestHummingbird
+import AppAttestLifecycle
 import AppAttestStore
 import Hummingbird
 

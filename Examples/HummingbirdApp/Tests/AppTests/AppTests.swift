@@ -1,6 +1,7 @@
 import App
 import AppAttest
 import AppAttestHTTP
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -50,8 +51,9 @@ struct AppTests {
             let body = #"{"item":"coffee"}"#
             let assertChallenge = try await challenge(
                 client, #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
-            let clientData = AppAttestRequestBinding.clientData(
-                method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge)
+            let clientData = try AppAttestClientData.request(
+                method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge
+            ).bytes
             var headers = HTTPFields()
             headers[AppAttestHTTPHeaders.keyID] = device.keyID.base64EncodedString
             headers[AppAttestHTTPHeaders.assertion] = Data(

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestVapor
 import Vapor

@@ -1,5 +1,6 @@
 import App
 import AppAttest
+import AppAttestLifecycle
 import AppAttestStore
 import Vapor
 

@@ -1,6 +1,7 @@
 import App
 import AppAttest
 import AppAttestHTTP
+import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
@@ -49,8 +50,9 @@ struct AppTests {
             let body = #"{"item":"coffee"}"#
             let assertChallenge = try await challenge(
                 app, #"{"purpose":"assertion","keyId":"\#(device.keyID.base64EncodedString)"}"#)
-            let clientData = AppAttestRequestBinding.clientData(
-                method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge)
+            let clientData = try AppAttestClientData.request(
+                method: "POST", pathAndQuery: "/api/orders", body: Array(body.utf8), challenge: assertChallenge
+            ).bytes
             let headers: HTTPHeaders = [
                 AppAttestHTTPHeaders.keyID.rawName: device.keyID.base64EncodedString,
                 AppAttestHTTPHeaders.assertion.rawName: Data(try device.assert(clientData: clientData))

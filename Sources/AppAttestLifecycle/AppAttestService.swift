@@ -1,93 +1,7 @@
 public import AppAttest
+public import AppAttestStore
 public import Foundation
 import Synchronization
-
-/// Why the service refused a request. Verification failures keep the verifier's own error.
-public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
-    /// A stable code for a refusal.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        /// The code's name, as problem responses and metrics show it.
-        public let name: String
-        private init(_ name: String) { self.name = name }
-        public var description: String { name }
-
-        /// The challenge was never issued, or was already used.
-        public static let challengeUnknown = Code("challengeUnknown")
-        /// The challenge expired.
-        public static let challengeExpired = Code("challengeExpired")
-        /// The challenge is for another purpose, key or user, or is not in the client data.
-        public static let challengeMismatch = Code("challengeMismatch")
-        /// The key is already registered (a replayed attestation).
-        public static let keyAlreadyRegistered = Code("keyAlreadyRegistered")
-        /// The key is registered to another user (“Verifying attestations”, after step 9).
-        public static let keyBoundToAnotherUser = Code("keyBoundToAnotherUser")
-        /// No such key.
-        public static let unknownKey = Code("unknownKey")
-        /// The key was revoked.
-        public static let keyRevoked = Code("keyRevoked")
-        /// Another request with this counter (or a higher one) was accepted first.
-        public static let counterReplayed = Code("counterReplayed")
-        /// The attestation or assertion failed verification: see ``AppAttestServiceError/verification``.
-        public static let verificationFailed = Code("verificationFailed")
-        /// The store could not answer.
-        public static let storeUnavailable = Code("storeUnavailable")
-        /// The key's environment is no longer allowed for its App ID (the configuration changed since it was
-        /// attested): its assertions are refused.
-        public static let environmentNotAllowed = Code("environmentNotAllowed")
-        /// Too many unused challenges are outstanding for this issuer, or in all (``AppAttestService/ChallengeLimits``).
-        public static let tooManyChallenges = Code("tooManyChallenges")
-        /// The client data's binding is malformed: a method or path that cannot be bound, a challenge of a size the
-        /// service never issues, client data too large (``AppAttestClientData``).
-        public static let malformedBinding = Code("malformedBinding")
-        /// The user identifier is empty, longer than ``AppAttestService/maximumUserIDLength`` bytes, or holds a
-        /// control character (U+0000–U+001F, U+007F–U+009F): stores would disagree on such an identifier (SQLite ends
-        /// a text at NUL).
-        public static let invalidUserID = Code("invalidUserID")
-    }
-
-    /// The reason.
-    public let code: Code
-    /// What went wrong, for logs (never echoes client bytes).
-    public let message: String
-    /// The verifier's error, for ``Code/verificationFailed``.
-    public let verification: AppAttestError?
-
-    /// An error with a code, a message and, for ``Code/verificationFailed``, the verifier's error.
-    public init(_ code: Code, _ message: String, verification: AppAttestError? = nil) {
-        self.code = code
-        self.message = message
-        self.verification = verification
-    }
-
-    public var description: String {
-        verification.map { "\(code) (\($0.code)): \(message)" } ?? "\(code): \(message)"
-    }
-}
-
-/// A challenge handed to a client.
-public struct IssuedChallenge: Sendable, Hashable {
-    /// The challenge bytes to hand to the app.
-    public let challenge: [UInt8]
-    /// When it stops being accepted.
-    public let expiresAt: Date
-}
-
-/// A verified assertion whose counter is stored.
-public struct AuthenticatedAssertion: Sendable, Hashable {
-    /// The key, with the new counter.
-    public let key: KeyRecord
-    /// What the verifier returned for it.
-    public let assertion: VerifiedAssertion
-    /// The next request's challenge, stored with this assertion's counter, when it was asked for (the HTTP layer
-    /// returns it in a response header).
-    public let nextChallenge: IssuedChallenge?
-
-    init(key: KeyRecord, assertion: VerifiedAssertion, nextChallenge: IssuedChallenge? = nil) {
-        self.key = key
-        self.assertion = assertion
-        self.nextChallenge = nextChallenge
-    }
-}
 
 /// Challenge → attestation → assertions, on any ``AppAttestStore``, so that nobody has to get the
 /// read-modify-write of App Attest state right by hand.
@@ -111,80 +25,10 @@ public struct AppAttestService: Sendable {
     /// How many unused challenges may be outstanding.
     public let challengeLimits: ChallengeLimits
     /// Which assertion counters are accepted.
-    public let counterPolicy: CounterPolicy
-    private let now: @Sendable () -> Date
-    private let keyCache: KeyCache
+    public let counterPolicy: AppAttestVerifier.CounterPolicy
+    let now: @Sendable () -> Date
+    let keyCache: KeyCache
     private let batcher: AcceptanceBatcher
-
-    /// Which assertion counters a key may present (<doc:RunningTheVerificationService>, “Counters”).
-    ///
-    /// Apple's rule is a strictly increasing counter, and it is the default. An app that sends requests concurrently
-    /// generates assertions 5, 6, 7 that may arrive as 7, 5, 6: the strict rule refuses 5 and 6. With a reorder
-    /// window, each counter value is still accepted at most once, in any order within the window (the highest
-    /// accepted counter and the ones below it, like IPsec's anti-replay window); anything older is refused.
-    public struct CounterPolicy: Sendable, Hashable {
-        /// How many counters, the highest accepted one included, may be accepted in any order.
-        public let window: Int
-
-        /// Only counters above the highest accepted one (Apple's rule).
-        public static let strictlyIncreasing = CounterPolicy(window: 1)
-
-        /// Counters not yet accepted within `size` of the highest (2...64; larger values are 64).
-        public static func reorderWindow(_ size: Int) -> CounterPolicy {
-            CounterPolicy(window: min(max(size, 1), AssertionAcceptance.maximumWindow))
-        }
-
-        private init(window: Int) { self.window = window }
-    }
-
-    /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
-    /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
-    public struct ChallengeLimits: Sendable, Hashable {
-        /// Reserved for one key: a new one replaces the key's oldest beyond this.
-        public var perKey: Int
-        /// Reserved for one user: a new one replaces the user's oldest beyond this.
-        public var perUser: Int
-        /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:)``), so that one caller or address
-        /// cannot take the whole ``total`` and lock everyone else out.
-        public var perIssuer: Int
-        /// In all, reserved or not.
-        public var total: Int
-
-        /// - Parameters:
-        ///   - perKey: reserved for one key (16 by default).
-        ///   - perUser: reserved for one user (64 by default).
-        ///   - perIssuer: held by one issuer (1,000 by default).
-        ///   - total: in all (100,000 by default).
-        public init(perKey: Int = 16, perUser: Int = 64, perIssuer: Int = 1_000, total: Int = 100_000) {
-            self.perKey = perKey
-            self.perUser = perUser
-            self.perIssuer = perIssuer
-            self.total = total
-        }
-    }
-
-    /// How many attested keys the service keeps parsed in memory, and for how long
-    /// (<doc:RunningTheVerificationService>, “The key cache”).
-    ///
-    /// A cached key saves the store's read and the key's parsing on the next assertion; the store stays the
-    /// authority on counters and revocations, so the age bounds only how late this process sees a revocation or a
-    /// receipt made by another one (its own show at once). A full cache evicts its least recently used key, one per
-    /// new key, in constant time. Each entry holds the key's record (its receipt included: about 1 KiB plus the
-    /// receipt, which is up to about 4 KiB for a real device) and its parsed public key.
-    public struct KeyCacheLimits: Sendable, Hashable {
-        /// The most keys kept (0 turns the cache off).
-        public var capacity: Int
-        /// The most seconds a key is used as read, before the store is read again.
-        public var maximumAge: TimeInterval
-
-        /// - Parameters:
-        ///   - capacity: the most keys kept (10,000 by default; 0 turns the cache off; negative values are 0).
-        ///   - maximumAge: seconds a key is used as read (30 by default, at least 0).
-        public init(capacity: Int = 10_000, maximumAge: TimeInterval = 30) {
-            self.capacity = max(0, capacity)
-            self.maximumAge = maximumAge.isFinite ? max(0, maximumAge) : 0
-        }
-    }
 
     /// A service over a store.
     /// - Parameters:
@@ -199,7 +43,8 @@ public struct AppAttestService: Sendable {
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
         challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
-        counterPolicy: CounterPolicy = .strictlyIncreasing, keyCacheLimits: KeyCacheLimits = KeyCacheLimits(),
+        counterPolicy: AppAttestVerifier.CounterPolicy = .strictlyIncreasing,
+        keyCacheLimits: KeyCacheLimits = KeyCacheLimits(),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.keyCache = KeyCache(limits: keyCacheLimits)
@@ -315,10 +160,8 @@ public struct AppAttestService: Sendable {
         }
         let time = now()
         let record = KeyRecord(
-            keyID: keyID, userID: userID, appID: attested.appID, environment: attested.environment,
-            publicKey: attested.publicKey.x963Representation, counter: 0, receipt: attested.receipt,
-            riskMetric: riskMetric,
-            createdAt: time, receiptUpdatedAt: time, revokedAt: nil)
+            key: attested.key, userID: userID, receipt: attested.receipt, riskMetric: riskMetric, createdAt: time,
+            receiptUpdatedAt: time, revokedAt: nil)
         let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record)
         }
         if case .duplicate(let existing) = insertion {
@@ -328,7 +171,7 @@ public struct AppAttestService: Sendable {
             }
             throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
         }
-        keyCache.insert(record, publicKey: attested.publicKey)
+        keyCache.insert(record)
         return record
     }
 
@@ -358,7 +201,11 @@ public struct AppAttestService: Sendable {
     public func authenticateAssertion(
         _ assertion: [UInt8], clientData: [UInt8], keyID: KeyID
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        try await authenticate(assertion, clientData: try AppAttestClientData.opaque(clientData), keyID: keyID)
+        let binding: AppAttestClientData
+        do { binding = try AppAttestClientData.opaque(clientData) } catch {
+            throw AppAttestServiceError(binding: error)
+        }
+        return try await authenticate(assertion, clientData: binding, keyID: keyID)
     }
 
     private func authenticate(
@@ -369,22 +216,19 @@ public struct AppAttestService: Sendable {
         // conditional update below is what decides, so a stale counter or a revocation made elsewhere cannot let
         // an assertion through; it only means the refusal is found there instead of here.
         let entry = try await liveKey(keyID)
+        let key = entry.attestedKey
         // The environment policy applies now, not only when the key was attested: an App ID reconfigured for
         // production only stops accepting its development keys at once.
-        guard verifier.configuration.apps[entry.record.appID]?.contains(entry.record.environment) == true else {
+        guard verifier.configuration.apps[key.appID]?.contains(key.environment) == true else {
             throw AppAttestServiceError(
-                .environmentNotAllowed,
-                "\(entry.record.environment.rawValue) keys are not allowed for \(entry.record.appID)")
+                .environmentNotAllowed, "\(key.environment.rawValue) keys are not allowed for \(key.appID)")
         }
-        // With a reorder window, counters below the highest are acceptable: the verifier checks the lowest one the
-        // window could accept, and the store decides exactly.
-        let window = UInt32(counterPolicy.window)
-        let floor = entry.counter >= window ? entry.counter - window : 0
+        // The verifier admits the counter under the policy; the store's acceptance below applies the same policy
+        // atomically, against the counters already used.
         let verified: VerifiedAssertion
         do {
             verified = try verifier.verifyAssertion(
-                assertion, clientData: clientData, publicKey: entry.publicKey, appID: entry.record.appID,
-                previousCounter: window > 1 ? floor : entry.counter)
+                assertion, clientData: clientData, key: key, counterPolicy: counterPolicy)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
@@ -411,7 +255,7 @@ public struct AppAttestService: Sendable {
                 expiresAt: now().addingTimeInterval(challengeLifetime))
         }
         let acceptance = AssertionAcceptance(
-            keyID: keyID, counter: verified.counter, window: counterPolicy.window, challenge: use, nextChallenge: next)
+            keyID: keyID, counter: verified.counter, counterPolicy: counterPolicy, challenge: use, nextChallenge: next)
         // Group commit: concurrent acceptances share one store transaction (AcceptanceBatcher).
         let outcome = try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
             try await batcher.accept(acceptance)
@@ -420,9 +264,9 @@ public struct AppAttestService: Sendable {
         case .accepted(let highest):
             keyCache.advance(keyID, to: highest)
             var updated = entry.record
-            updated.counter = highest
+            updated.key.counter = highest
             return AuthenticatedAssertion(
-                key: updated, assertion: verified,
+                record: updated, assertion: verified,
                 nextChallenge: next.map { IssuedChallenge(challenge: $0.challenge, expiresAt: $0.expiresAt) })
         case .unknownKey:
             keyCache.remove(keyID)
@@ -441,18 +285,14 @@ public struct AppAttestService: Sendable {
 
     /// The key from the cache, or read from the store (and cached): `unknownKey` when there is none, `keyRevoked` when
     /// it was revoked.
-    private func liveKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> KeyCache.Entry {
+    func liveKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> KeyCache.Entry {
         if let cached = keyCache.entry(keyID) { return cached }
         guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
         guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
-        let publicKey: AttestedPublicKey
-        do { publicKey = try AttestedPublicKey(x963Representation: record.publicKey) } catch {
-            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
-        }
-        return keyCache.insert(record, publicKey: publicKey)
+        return keyCache.insert(record)
     }
 
     /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,
@@ -472,29 +312,6 @@ public struct AppAttestService: Sendable {
         }
         if stored.expiresAt <= now { return AppAttestServiceError(.challengeExpired, "the challenge expired") }
         return AppAttestServiceError(.challengeUnknown, "unknown or already used challenge")
-    }
-
-    /// Revokes a key: its assertions are refused from now on.
-    public func revokeKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
-        keyCache.remove(keyID)
-        let time = now()
-        return try await run { () async throws(StoreError) -> Bool in try await store.revokeKey(keyID, at: time) }
-    }
-
-    /// Stores a new receipt for a key (after a refresh).
-    public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
-        keyCache.remove(keyID)
-        let time = now()
-        return try await run { () async throws(StoreError) -> Bool in
-            try await store.updateReceipt(
-                keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
-        }
-    }
-
-    /// The keys of a user (reinstalls and restores rotate keys, so a user may have several, “Security model”).
-    public func keys(forUser userID: String) async throws(AppAttestServiceError) -> [KeyRecord] {
-        try Self.checkUserID(userID)
-        return try await run { () async throws(StoreError) -> [KeyRecord] in try await store.keys(forUser: userID) }
     }
 
     /// Deletes expired challenges.
@@ -526,7 +343,7 @@ public struct AppAttestService: Sendable {
         guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
     }
 
-    private func run<T>(_ body: () async throws(StoreError) -> T) async throws(AppAttestServiceError) -> T {
+    func run<T>(_ body: () async throws(StoreError) -> T) async throws(AppAttestServiceError) -> T {
         do { return try await body() } catch {
             throw AppAttestServiceError(.storeUnavailable, error.description)
         }

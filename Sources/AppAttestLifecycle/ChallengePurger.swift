@@ -1,3 +1,4 @@
+import AppAttestStore
 import Foundation
 public import Logging
 
@@ -19,7 +20,8 @@ public struct AppAttestChallengePurger: Sendable {
     ///   - interval: time between two purges (a minute by default).
     ///   - logger: where failures are logged.
     public init(
-        service: AppAttestService, interval: Duration = .seconds(60), logger: Logger = Logger(label: "appattest")
+        service: AppAttestService, interval: Duration = .seconds(60),
+        logger: Logger = Logger(label: "appattest", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.service = service
         self.interval = interval

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestStore
 import Foundation
 import Synchronization
 
@@ -20,7 +21,7 @@ package final class AcceptanceBatcher: Sendable {
 
     private let store: any AppAttestStore
     private let state = Mutex(State())
-    package static let maximumBatch = 64
+    package static let maximumBatch = AssertionAcceptance.maximumBatchSize
     /// Transactions in flight at once: one committing while the next forms. More only make batches smaller: with
     /// 32 requests in flight, `Scripts/load.sh` on PostgreSQL verified about 12 % fewer assertions per second with 4
     /// than with 2, at more CPU per assertion; SQLite, whose writes are serial anyway, is the same with 1, 2 or 4.

@@ -1,8 +1,9 @@
 package import AppAttest
+package import AppAttestStore
 import Foundation
 import Synchronization
 
-/// Keys as last read, with their parsed public keys, for at most ``AppAttestService/KeyCacheLimits/maximumAge``
+/// Keys as last read (parsed once, at the store boundary), for at most ``AppAttestService/KeyCacheLimits/maximumAge``
 /// seconds (so that a receipt refreshed or a key revoked by another process shows within that time; this process's
 /// own changes show at once) and at most ``AppAttestService/KeyCacheLimits/capacity`` entries, the least recently used
 /// evicted first. Only an optimisation: the store's atomic update is the authority on counters and revocation.
@@ -11,16 +12,14 @@ import Synchronization
 /// insertion (the least recently used), never empties itself, so a fleet far larger than the cache costs every
 /// request the same.
 package final class KeyCache: Sendable {
-    /// A key as read: its record (whose counter is the one read), its parsed public key, and when it was read.
-    /// Shared by reference, so that a lookup copies one reference, not the record's fields.
+    /// A key as read: its record (whose counter is the one read) and when it was read. Shared by reference, so that
+    /// a lookup copies one reference, not the record's fields.
     package final class Key: Sendable {
         let record: KeyRecord
-        let publicKey: AttestedPublicKey
         let fetchedAt: TimeInterval
 
-        init(record: KeyRecord, publicKey: AttestedPublicKey, fetchedAt: TimeInterval) {
+        init(record: KeyRecord, fetchedAt: TimeInterval) {
             self.record = record
-            self.publicKey = publicKey
             self.fetchedAt = fetchedAt
         }
     }
@@ -31,7 +30,12 @@ package final class KeyCache: Sendable {
         package var counter: UInt32
 
         package var record: KeyRecord { key.record }
-        var publicKey: AttestedPublicKey { key.publicKey }
+        /// The key to verify an assertion with: as read, with the highest counter this process knows.
+        package var attestedKey: AttestedKey {
+            var attested = key.record.key
+            attested.counter = counter
+            return attested
+        }
     }
 
     /// The entries in slots of a doubly linked list by index, most recently used at `head`; `index` maps a key to
@@ -104,9 +108,8 @@ package final class KeyCache: Sendable {
 
     /// Caches a key as just read or attested; a full cache evicts its least recently used entry.
     @discardableResult
-    package func insert(_ record: KeyRecord, publicKey: AttestedPublicKey) -> Entry {
-        let entry = Entry(
-            key: Key(record: record, publicKey: publicKey, fetchedAt: Self.uptime), counter: record.counter)
+    package func insert(_ record: KeyRecord) -> Entry {
+        let entry = Entry(key: Key(record: record, fetchedAt: Self.uptime), counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in

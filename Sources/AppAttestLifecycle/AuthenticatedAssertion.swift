@@ -1,0 +1,19 @@
+public import AppAttest
+public import AppAttestStore
+
+/// A verified assertion whose counter is stored.
+public struct AuthenticatedAssertion: Sendable, Hashable {
+    /// The key's record, with the key's highest accepted counter after this assertion.
+    public let record: KeyRecord
+    /// What the verifier returned for it.
+    public let assertion: VerifiedAssertion
+    /// The next request's challenge, stored with this assertion's counter, when it was asked for (the HTTP layer
+    /// returns it in a response header).
+    public let nextChallenge: IssuedChallenge?
+
+    init(record: KeyRecord, assertion: VerifiedAssertion, nextChallenge: IssuedChallenge? = nil) {
+        self.record = record
+        self.assertion = assertion
+        self.nextChallenge = nextChallenge
+    }
+}

@@ -1,0 +1,52 @@
+public import Foundation
+
+extension AppAttestService {
+    /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
+    /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
+    public struct ChallengeLimits: Sendable, Hashable {
+        /// Reserved for one key: a new one replaces the key's oldest beyond this.
+        public var perKey: Int
+        /// Reserved for one user: a new one replaces the user's oldest beyond this.
+        public var perUser: Int
+        /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:)``), so that one caller or address
+        /// cannot take the whole ``total`` and lock everyone else out.
+        public var perIssuer: Int
+        /// In all, reserved or not.
+        public var total: Int
+
+        /// - Parameters:
+        ///   - perKey: reserved for one key (16 by default).
+        ///   - perUser: reserved for one user (64 by default).
+        ///   - perIssuer: held by one issuer (1,000 by default).
+        ///   - total: in all (100,000 by default).
+        public init(perKey: Int = 16, perUser: Int = 64, perIssuer: Int = 1_000, total: Int = 100_000) {
+            self.perKey = perKey
+            self.perUser = perUser
+            self.perIssuer = perIssuer
+            self.total = total
+        }
+    }
+
+    /// How many attested keys the service keeps parsed in memory, and for how long
+    /// (<doc:RunningTheVerificationService>, “The key cache”).
+    ///
+    /// A cached key saves the store's read and the key's parsing on the next assertion; the store stays the
+    /// authority on counters and revocations, so the age bounds only how late this process sees a revocation or a
+    /// receipt made by another one (its own show at once). A full cache evicts its least recently used key, one per
+    /// new key, in constant time. Each entry holds the key's record (its receipt included: about 1 KiB plus the
+    /// receipt, which is up to about 4 KiB for a real device) and its parsed public key.
+    public struct KeyCacheLimits: Sendable, Hashable {
+        /// The most keys kept (0 turns the cache off).
+        public var capacity: Int
+        /// The most seconds a key is used as read, before the store is read again.
+        public var maximumAge: TimeInterval
+
+        /// - Parameters:
+        ///   - capacity: the most keys kept (10,000 by default; 0 turns the cache off; negative values are 0).
+        ///   - maximumAge: seconds a key is used as read (30 by default, at least 0).
+        public init(capacity: Int = 10_000, maximumAge: TimeInterval = 30) {
+            self.capacity = max(0, capacity)
+            self.maximumAge = maximumAge.isFinite ? max(0, maximumAge) : 0
+        }
+    }
+}

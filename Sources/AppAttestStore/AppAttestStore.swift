@@ -1,0 +1,82 @@
+public import AppAttest
+public import Foundation
+
+/// State for App Attest with atomic operations only: challenges are consumed once, keys are
+/// inserted uniquely, counters only move forward. No read-modify-write is left to the caller.
+public protocol AppAttestStore: Sendable {
+    /// Stores a new challenge.
+    func insertChallenge(_ record: ChallengeRecord) async throws(StoreError)
+
+    /// Removes the challenge and returns it, in one atomic step, when it may be used for `purpose` by `keyID` and
+    /// `userID`: a challenge reserved for a key or a user is consumed only by that key or user, so that nobody else
+    /// can burn it. nil when it is unknown, already consumed, or reserved for another purpose, key or user (it then
+    /// stays). An expired challenge is removed and returned, and the caller refuses it.
+    func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+
+    /// The challenge, if it is stored (to say why a consumption was refused).
+    func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord?
+
+    /// How many challenges that expire after `now` are reserved for `keyID` (when given), else for `userID` (when
+    /// given), else in all.
+    func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int
+
+    /// How many challenges that expire after `now` were issued to `issuer` (``ChallengeRecord/issuer``).
+    func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int
+
+    /// Stores a new challenge reserved for a key (else for a user), first deleting that key's (user's) oldest
+    /// unexpired challenges so that, with this one, at most `limit` are outstanding for it; in one transaction. A new
+    /// challenge never fails for a key's or a user's limit, so that nobody else can lock a device out of challenges by
+    /// asking for them; a record reserved for neither is stored as ``insertChallenge(_:)`` stores it.
+    func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError)
+
+    /// Deletes challenges that expired before `now`; returns how many.
+    func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int
+
+    /// Inserts a key unless its keyId is already stored.
+    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion
+
+    /// The key with this id.
+    func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord?
+
+    /// The keys bound to a user, oldest first.
+    func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord]
+
+    /// Accepts a verified assertion in one transaction: the counter is recorded (above the highest, or, with a
+    /// window above 1, a counter not yet accepted within it) only if the key exists and is not revoked and the
+    /// challenge, when given, is unexpired and usable by this key and user, in which case it is consumed. Exactly one
+    /// of several concurrent calls with the same counter, or the same challenge, succeeds. On a refusal nothing
+    /// changes.
+    func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome
+
+    /// Marks a key revoked; returns whether it was active.
+    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
+
+    /// Accepts several verified assertions in one transaction (group commit), each exactly as
+    /// ``acceptAssertion(_:)`` would, in order: the outcomes are in the same order. A store error fails them all and
+    /// changes nothing.
+    func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError) -> [AssertionAcceptanceOutcome]
+
+    /// Releases the store's connections or files; the store is not used afterwards. Frameworks call it at shutdown.
+    func close() async
+
+    /// Replaces a key's receipt; returns whether the key exists.
+    func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
+        -> Bool
+}
+
+extension AppAttestStore {
+    /// One ``acceptAssertion(_:)`` after another, for stores without a batched transaction (each is atomic; the
+    /// batch as a whole is not).
+    public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
+        -> [AssertionAcceptanceOutcome]
+    {
+        var outcomes: [AssertionAcceptanceOutcome] = []
+        outcomes.reserveCapacity(batch.count)
+        for acceptance in batch { outcomes.append(try await acceptAssertion(acceptance)) }
+        return outcomes
+    }
+
+    /// Nothing to release (the in-memory store, and stores that release everything when deallocated).
+    public func close() async {}
+}
