@@ -3,9 +3,8 @@ import Synchronization
 
 /// An ECDSA P-256 public key held by OpenSSL, parsed once and reused for any number of verifications.
 ///
-/// Verification contexts are kept in a small pool: creating and initialising an `EVP_PKEY_CTX` costs a few
-/// microseconds under OpenSSL 3, which is about 5 % of a P-256 verify, and an initialised context can verify
-/// again and again (what `openssl speed` does). A context is used by one thread at a time.
+/// Verification contexts are kept in a small pool: creating and initialising an `EVP_PKEY_CTX` costs a noticeable
+/// part of a P-256 verify under OpenSSL 3, and an initialised context can verify again and again (what `openssl speed` does). A context is used by one thread at a time.
 package struct P256PublicKey: Sendable {
     private let lazy: LazyKey
 
@@ -94,8 +93,8 @@ private final class P256Group: @unchecked Sendable {
 
 /// An EC public key held by OpenSSL with a small pool of initialised verification contexts.
 ///
-/// Creating and initialising an `EVP_PKEY_CTX` costs a few microseconds under OpenSSL 3 (about 5 % of a P-256
-/// verify), and an initialised context can verify again and again (what `openssl speed` does). A context is used by
+/// Creating and initialising an `EVP_PKEY_CTX` costs a noticeable part of a P-256 verify under OpenSSL 3, and an
+/// initialised context can verify again and again (what `openssl speed` does). A context is used by
 /// one thread at a time; threads that verify at once each take their own, so the pool never serialises them.
 ///
 /// `@unchecked Sendable`: the key is immutable after creation (OpenSSL allows concurrent readers), and the pool is

@@ -1,5 +1,5 @@
 #if HTTP
-public import AppAttestStore
+import AppAttestStore
 public import AppAttestLifecycle
 import Foundation
 public import HTTPTypes

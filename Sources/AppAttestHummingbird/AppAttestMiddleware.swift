@@ -1,7 +1,7 @@
 #if Hummingbird
 import AppAttest
 public import AppAttestHTTP
-public import AppAttestStore
+import AppAttestStore
 public import AppAttestLifecycle
 import Foundation
 import HTTPTypes
@@ -82,12 +82,11 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
     private func verify(_ request: Request, body: ByteBuffer, context: Context) async throws
         -> AppAttestAuthentication
     {
-        switch await operations.authenticate(request.head, body: body.readableBytesView, freshness: freshness) {
-        case .failure(let problem):
-            context.logger.info("App Attest assertion refused", metadata: ["code": "\(problem.code)"])
-            throw problem
-        case .success(let authentication):
-            return authentication
+        do {
+            return try await operations.authenticate(request.head, body: body.readableBytesView, freshness: freshness)
+        } catch {
+            context.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
+            throw error
         }
     }
 }

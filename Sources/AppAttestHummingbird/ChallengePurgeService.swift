@@ -1,5 +1,5 @@
 #if Hummingbird
-public import AppAttestStore
+import AppAttestStore
 public import AppAttestLifecycle
 public import ServiceLifecycle
 

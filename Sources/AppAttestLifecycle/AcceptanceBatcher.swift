@@ -22,9 +22,8 @@ package final class AcceptanceBatcher: Sendable {
     private let store: any AppAttestStore
     private let state = Mutex(State())
     package static let maximumBatch = AssertionAcceptance.maximumBatchSize
-    /// Transactions in flight at once: one committing while the next forms. More only make batches smaller: with
-    /// 32 requests in flight, `Scripts/load.sh` on PostgreSQL verified about 12 % fewer assertions per second with 4
-    /// than with 2, at more CPU per assertion; SQLite, whose writes are serial anyway, is the same with 1, 2 or 4.
+    /// Transactions in flight at once: one committing while the next forms. More only make batches smaller, at more
+    /// CPU per assertion (`Scripts/load.sh` measures it; CHANGELOG has the figures); SQLite's writes are serial anyway.
     static let maximumFlushes = 2
 
     init(store: any AppAttestStore) { self.store = store }

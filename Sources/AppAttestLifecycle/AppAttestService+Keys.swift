@@ -1,6 +1,6 @@
 public import AppAttest
 public import AppAttestStore
-public import Foundation
+import Foundation
 
 /// Asks Apple for a key's fresh receipt (`ReceiptRefreshClient` in `AppleDeviceAPI` does, with the team's provider
 /// key), for ``AppAttestService/refreshReceipt(_:using:)``.

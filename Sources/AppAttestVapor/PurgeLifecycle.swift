@@ -1,5 +1,5 @@
 #if Vapor
-public import AppAttestStore
+import AppAttestStore
 public import AppAttestLifecycle
 import Synchronization
 public import Vapor

@@ -36,9 +36,9 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         // Each SQLite `UPDATE … FROM` (a batch of counters) opens a temporary B-tree whose page cache is one block of
         // about 90 KiB, freed when the statement ends. With glibc's default threshold (128 KiB, at first) that block
-        // is often returned to the system at once and faulted in again by the next statement: about 6 µs of CPU per
-        // verified request, in some runs and not in others, depending on where the block lands in its heap. Free
-        // memory is kept up to 32 MiB per heap instead (README "Load").
+        // is often returned to the system at once and faulted in again by the next statement, in some runs and not in
+        // others, depending on where the block lands in its heap. Free memory is kept up to 32 MiB per heap instead
+        // (README "Load" has what it costs and saves).
         _ = appattest_set_trim_threshold(Self.trimThreshold)
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level \(Terminal.safe(logLevel, limit: 32))")

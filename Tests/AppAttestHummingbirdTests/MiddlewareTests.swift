@@ -258,11 +258,12 @@ struct MiddlewareRateLimitTests {
                 group.addTask {
                     let request = HTTPRequest(
                         method: .post, scheme: "http", authority: "x", path: "/order", headerFields: fields)
-                    switch await operations.authenticate(
-                        request, body: [UInt8](), freshness: .timestamp(window: .seconds(60)), now: now)
-                    {
-                    case .success: return .ok
-                    case .failure(let problem): return problem.status
+                    do throws(AppAttestProblem) {
+                        _ = try await operations.authenticate(
+                            request, body: [UInt8](), freshness: .timestamp(window: .seconds(60)), now: now)
+                        return .ok
+                    } catch {
+                        return error.status
                     }
                 }
             }

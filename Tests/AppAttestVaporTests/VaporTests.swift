@@ -251,7 +251,7 @@ struct VaporIntegrationTests {
                     response.headers.replaceOrAdd(name: "X-App-Error", value: abort?.identifier ?? "other")
                     return response
                 })
-            app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil)
+            app.appAttest.use(try Self.service(MemoryAppAttestStore()), purgeInterval: nil, rendersProblems: false)
             try app.register(collection: app.appAttest.routes())
             app.grouped("api").grouped(app.appAttest.middleware(refusals: .thrown))
                 .post("order") { request async throws -> String in "ok \(try request.appAttest.requireDevice().counter)"

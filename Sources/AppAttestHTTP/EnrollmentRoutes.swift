@@ -1,0 +1,66 @@
+#if HTTP
+public import AppAttestLifecycle
+public import HTTPTypes
+
+/// The routes an app calls before its first protected request, as every front end registers them: one table, and
+/// one "rate-limit → collect with a limit → operation" path, so that the Hummingbird and Vapor adapters only register
+/// and convert.
+///
+/// - `POST challenge` `{"purpose": "attestation"|"assertion", "keyId"?: base64}` →
+///   `{"challenge": base64url, "expiresAt": ISO 8601}`
+/// - `POST attestation` `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
+///   `{"keyId", "environment", "appId"}`
+///
+/// These routes are open to app clients that are not authenticated yet, so they are bounded: bodies by
+/// ``AppAttestHTTPLimits/maximumJSONBodySize``, outstanding challenges by the service's `ChallengeLimits` (each caller
+/// an issuer), and requests by a rate limiter per caller.
+public struct AppAttestEnrollmentRoutes: Sendable {
+    /// One route of the table.
+    public enum Route: String, CaseIterable, Sendable {
+        /// `POST challenge`: a one-time challenge.
+        case challenge
+        /// `POST attestation`: registers an attested key.
+        case attestation
+
+        /// The route's method.
+        public var method: HTTPRequest.Method { .post }
+        /// The route's path, below where the routes are mounted.
+        public var path: String { rawValue }
+    }
+
+    /// The operations the routes run.
+    public let operations: AppAttestHTTPOperations
+    /// Limits requests per caller (429 with `Retry-After` beyond it); nil for none.
+    public let rateLimiter: AppAttestRateLimiter?
+
+    /// Routes on `service`, with a rate limiter per caller (10 requests a second with bursts of 20 by default).
+    public init(
+        service: AppAttestService,
+        rateLimiter: AppAttestRateLimiter? = AppAttestRateLimiter(ratePerSecond: 10, burst: 20)
+    ) {
+        self.operations = AppAttestHTTPOperations(service: service)
+        self.rateLimiter = rateLimiter
+    }
+
+    /// Answers one request: the caller's rate limit first, then its body, collected by the framework up to the limit
+    /// it is given (nil beyond it), then the operation.
+    /// - Parameters:
+    ///   - route: the route the request arrived on.
+    ///   - caller: who the request counts against (a client's address); also the challenge's issuer.
+    ///   - userID: the user to bind to, from your own authentication; nil for none.
+    ///   - collect: collects the body up to the limit it is given; nil when the body is larger.
+    /// - Throws: `rateLimited` or `bodyTooLarge`; an operation's refusal is its response's problem.
+    public func respond<Body: Collection<UInt8>>(
+        to route: Route, caller: String, userID: String?, body collect: (_ limit: Int) async -> Body?
+    ) async throws(AppAttestProblem) -> AppAttestHTTPResponse {
+        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.acquire(caller) {
+            throw .rateLimited(retryAfter: retryAfter)
+        }
+        guard let body = await collect(AppAttestHTTPLimits.maximumJSONBodySize) else { throw .bodyTooLarge }
+        switch route {
+        case .challenge: return await operations.challenge(body: body, userID: userID, issuer: caller)
+        case .attestation: return await operations.attestation(body: body, userID: userID)
+        }
+    }
+}
+#endif  // HTTP

@@ -1,0 +1,147 @@
+#if PostgreSQL
+public import AppAttest
+public import AppAttestStore
+import AppAttestSQLSupport
+public import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+extension PostgresAppAttestStore {
+
+    public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
+        _ = try await perform { client, logger in
+            try await client.query(try Self.insertion(record), logger: logger)
+        }
+    }
+
+    static func insertion(_ record: ChallengeRecord) throws -> PostgresQuery {
+        var binds = PostgresBindings(capacity: 6)
+        try binds.append(Data(record.challenge))
+        binds.append(record.purpose)
+        try binds.append(record.keyID.map { Data($0.rawValue) })
+        binds.append(record.userID)
+        binds.append(record.expiresAt.timeIntervalSince1970)
+        binds.append(record.issuer)
+        return PostgresQuery(
+            unsafeSQL: """
+                INSERT INTO app_attest_challenges (challenge, purpose, key_id, user_id, expires_at, issuer)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (challenge) DO UPDATE SET purpose = EXCLUDED.purpose, key_id = EXCLUDED.key_id,
+                    user_id = EXCLUDED.user_id, expires_at = EXCLUDED.expires_at, issuer = EXCLUDED.issuer
+                """, binds: binds)
+    }
+
+    public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
+        async throws(StoreError)
+    {
+        guard record.keyID != nil || record.userID != nil else { return try await insertChallenge(record) }
+        let key = record.keyID.map { Data($0.rawValue) }, userID = record.userID
+        let time = now.timeIntervalSince1970, keep = Int64(max(0, limit - 1))
+        _ = try await perform { client, logger in
+            try await client.withTransaction(logger: logger) { connection in
+                // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored.
+                if let key {
+                    try await connection.query(
+                        """
+                        DELETE FROM app_attest_challenges WHERE challenge IN (
+                            SELECT challenge FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)
+                            ORDER BY expires_at DESC OFFSET \(keep))
+                        """, logger: logger)
+                } else {
+                    try await connection.query(
+                        """
+                        DELETE FROM app_attest_challenges WHERE challenge IN (
+                            SELECT challenge FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)
+                            ORDER BY expires_at DESC OFFSET \(keep))
+                        """, logger: logger)
+                }
+                try await connection.query(try Self.insertion(record), logger: logger)
+            }
+        }
+    }
+
+    public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970
+        return try await perform { client, logger -> Int in
+            let rows = try await client.query(
+                "SELECT COUNT(*) FROM app_attest_challenges WHERE issuer = \(issuer) AND expires_at > \(time)",
+                logger: logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
+    public func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
+        async throws(StoreError) -> ChallengeRecord?
+    {
+        let bytes = Data(challenge), key = keyID.map { Data($0.rawValue) }
+        // One statement: deleted and returned only when the purpose and the reservation allow this key and user.
+        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
+            let rows = try await client.query(
+                """
+                DELETE FROM app_attest_challenges WHERE challenge = \(bytes) AND purpose = \(purpose)
+                    AND (key_id IS NULL OR key_id = \(key)) AND (user_id IS NULL OR user_id = \(userID))
+                RETURNING purpose, key_id, user_id, expires_at
+                """, logger: logger)
+            for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
+            return nil
+        }
+        return try row.map { row throws(StoreError) in try Self.challengeRecord(challenge, row) }
+    }
+
+    public func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
+        let bytes = Data(challenge)
+        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
+            let rows = try await client.query(
+                "SELECT purpose, key_id, user_id, expires_at FROM app_attest_challenges WHERE challenge = \(bytes)",
+                logger: logger)
+            for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
+            return nil
+        }
+        return try row.map { row throws(StoreError) in try Self.challengeRecord(challenge, row) }
+    }
+
+    public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970, key = keyID.map { Data($0.rawValue) }
+        return try await perform { client, logger -> Int in
+            let rows: PostgresRowSequence
+            if let key {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)",
+                    logger: logger)
+            } else if let userID {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)",
+                    logger: logger)
+            } else {
+                rows = try await client.query(
+                    "SELECT COUNT(*) FROM app_attest_challenges WHERE expires_at > \(time)", logger: logger)
+            }
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
+    static func challengeRecord(_ challenge: [UInt8], _ row: (String, Data?, String?, Double)) throws(StoreError)
+        -> ChallengeRecord
+    {
+        let (purpose, keyData, userID, expires) = row
+        return ChallengeRecord(
+            challenge: challenge, purpose: purpose,
+            keyID: try keyData.map { data throws(StoreError) in try Self.keyID(data) },
+            userID: userID, expiresAt: Date(timeIntervalSince1970: expires))
+    }
+
+    public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970
+        return try await perform { client, logger in
+            let rows = try await client.query(
+                "DELETE FROM app_attest_challenges WHERE expires_at < \(time) RETURNING 1", logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+}
+#endif  // PostgreSQL

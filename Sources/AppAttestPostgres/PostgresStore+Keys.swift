@@ -1,0 +1,82 @@
+#if PostgreSQL
+public import AppAttest
+public import AppAttestStore
+import AppAttestSQLSupport
+public import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+extension PostgresAppAttestStore {
+    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+        let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.key.appID.rawValue
+        let environment = record.key.environment.rawValue, publicKey = Data(record.key.publicKey.x963Representation),
+            counter = Int64(record.key.counter)
+        let receipt = Data(record.receipt), metric = record.riskMetric.map(Int64.init)
+        let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
+        let revoked = record.revokedAt?.timeIntervalSince1970
+        let inserted = try await perform { client, logger in
+            let rows = try await client.query(
+                """
+                INSERT INTO app_attest_keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
+                                             created_at, receipt_updated_at, revoked_at)
+                VALUES (\(keyID), \(userID), \(appID), \(environment), \(publicKey), \(counter), \(receipt), \(metric),
+                        \(created), \(updated), \(revoked))
+                ON CONFLICT (key_id) DO NOTHING RETURNING 1
+                """, logger: logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count == 1
+        }
+        if inserted { return .inserted }
+        guard let existing = try await key(record.keyID) else {
+            throw StoreError(.corrupted, "a key that conflicts but cannot be read")
+        }
+        return .duplicate(existing)
+    }
+
+    typealias KeyRow = (Data, String?, String, String, Data, Int64, Data, Int64?, Double, Double, Double?)
+    static let keyColumns =
+        "key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at, receipt_updated_at, revoked_at"
+
+    public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        let bytes = Data(keyID.rawValue)
+        let rows = try await fetchKeys { client, logger in
+            try await client.query(
+                "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE key_id = \(bytes)", logger: logger)
+        }
+        return rows.first
+    }
+
+    public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
+        try await fetchKeys { client, logger in
+            try await client.query(
+                "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE user_id = \(userID) ORDER BY created_at, key_id",
+                logger: logger)
+        }
+    }
+
+    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+        let bytes = Data(keyID.rawValue), seconds = time.timeIntervalSince1970
+        return try await affected { client, logger in
+            try await client.query(
+                "UPDATE app_attest_keys SET revoked_at = \(seconds) WHERE key_id = \(bytes) AND revoked_at IS NULL RETURNING 1",
+                logger: logger)
+        }
+    }
+
+    public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
+        async throws(StoreError) -> Bool
+    {
+        let bytes = Data(keyID.rawValue), data = Data(receipt), metric = riskMetric.map(Int64.init)
+        let seconds = time.timeIntervalSince1970
+        return try await affected { client, logger in
+            try await client.query(
+                """
+                UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)
+                WHERE key_id = \(bytes) RETURNING 1
+                """, logger: logger)
+        }
+    }
+}
+#endif  // PostgreSQL

@@ -1,0 +1,129 @@
+#if PostgreSQL
+import AppAttest
+import AppAttestStore
+import AppAttestSQLSupport
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+extension PostgresAppAttestStore {
+    /// Migrates, or fails once `timeout` has passed without an answer.
+    func migrate(within timeout: Duration) async throws(StoreError) {
+        let outcome: Result<Void, StoreError> = await withTaskGroup(of: Result<Void, StoreError>?.self) { group in
+            group.addTask {
+                do throws(StoreError) { try await self.migrate() } catch { return .failure(error) }
+                return .success(())
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return Task.isCancelled
+                    ? nil
+                    : .failure(
+                        StoreError(
+                            .unavailable,
+                            "PostgreSQL did not answer within \(timeout.components.seconds) s (is the database up, and "
+                                + "are host, port, credentials and sslmode right?)"))
+            }
+            var first: Result<Void, StoreError>?
+            for await result in group {
+                if let result {
+                    first = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return first ?? .failure(StoreError(.unavailable, "PostgreSQL start-up was cancelled"))
+        }
+        try outcome.get()
+    }
+
+    func migrate() async throws(StoreError) {
+        // Bounded by the start-up timeout (migrate(within:)), not the operation timeout.
+        try await perform(bounded: false) { client, logger in
+            try await client.withTransaction(logger: logger) { connection in
+                // One migrator at a time across every server that starts against this database.
+                try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
+                // The steps below take table locks even when there is nothing to do (CREATE INDEX IF NOT EXISTS a
+                // share lock, ALTER TABLE an exclusive one): run them only for an older schema, so that a server
+                // starting beside busy ones never waits on, or deadlocks with, their transactions.
+                try await connection.query(
+                    "CREATE TABLE IF NOT EXISTS app_attest_schema (version INT NOT NULL)", logger: logger)
+                var version = 0
+                for try await (stored) in try await connection.query(
+                    "SELECT max(version) FROM app_attest_schema", logger: logger
+                ).decode(Int32?.self) {
+                    version = Int(stored ?? 0)
+                }
+                guard version < Self.schemaVersion else { return }
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_challenges (
+                        challenge BYTEA PRIMARY KEY,
+                        purpose TEXT NOT NULL,
+                        key_id BYTEA,
+                        user_id TEXT,
+                        expires_at DOUBLE PRECISION NOT NULL
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
+                    logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
+                    logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
+                    logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_keys (
+                        key_id BYTEA PRIMARY KEY,
+                        user_id TEXT,
+                        app_id TEXT NOT NULL,
+                        environment TEXT NOT NULL,
+                        public_key BYTEA NOT NULL,
+                        counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                        receipt BYTEA NOT NULL,
+                        risk_metric BIGINT,
+                        created_at DOUBLE PRECISION NOT NULL,
+                        receipt_updated_at DOUBLE PRECISION NOT NULL,
+                        revoked_at DOUBLE PRECISION
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
+                // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
+                var hasSeen = false
+                for try await (exists) in try await connection.query(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'app_attest_keys'::regclass
+                                   AND attname = 'seen' AND NOT attisdropped)
+                    """, logger: logger
+                ).decode(Bool.self) {
+                    hasSeen = exists
+                }
+                if !hasSeen {
+                    try await connection.query(
+                        "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
+                        logger: logger)
+                    // Keys from before the window: which counters below the highest were used is not known, so all
+                    // of them count as used (all 63 bits). Zero would let each be accepted once more.
+                    try await connection.query(
+                        "UPDATE app_attest_keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)",
+                        logger: logger)
+                }
+                // Who asked for each challenge, so that what one issuer may hold is bounded.
+                try await connection.query(
+                    "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT", logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
+                    logger: logger)
+                try await connection.query("DELETE FROM app_attest_schema", logger: logger)
+                try await connection.query(
+                    "INSERT INTO app_attest_schema (version) VALUES (\(Int32(Self.schemaVersion)))", logger: logger)
+            }
+        }
+    }
+}
+#endif  // PostgreSQL

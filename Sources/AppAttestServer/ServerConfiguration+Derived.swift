@@ -1,0 +1,125 @@
+#if Service
+public import AppAttest
+import AppAttestStore
+import Foundation
+
+extension ServerConfiguration {
+    /// Checks the values and builds the verifier configuration (nil when no App ID is configured).
+    public func verifierConfiguration() throws(ServerConfigurationError) -> AppAttestVerifier.Configuration? {
+        guard (1...65535).contains(port) else { throw ServerConfigurationError("port \(port) is out of range") }
+        guard (1024...(64 * 1024 * 1024)).contains(maximumBodyBytes) else {
+            throw ServerConfigurationError("maximumBodyBytes must be between 1 KiB and 64 MiB")
+        }
+        if let rateLimit {
+            guard (RateLimit.minimumRate...RateLimit.maximumRate).contains(rateLimit.requestsPerSecond),
+                (1...RateLimit.maximumBurst).contains(rateLimit.burst)
+            else {
+                throw ServerConfigurationError(
+                    "rateLimit needs requestsPerSecond from 0.001 to 1000000 and burst from 1 to 10000000")
+            }
+        }
+        guard challengeLifetimeSeconds > 0, challengeLifetimeSeconds <= 86400 else {
+            throw ServerConfigurationError("challengeLifetimeSeconds must be in (0, 86400]")
+        }
+        guard (1...86400).contains(challengePurgeIntervalSeconds) else {
+            throw ServerConfigurationError("challengePurgeIntervalSeconds must be from 1 to 86400")
+        }
+        guard (1...3600).contains(idleTimeoutSeconds) else {
+            throw ServerConfigurationError("idleTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...3600).contains(requestTimeoutSeconds) else {
+            throw ServerConfigurationError("requestTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...600).contains(timestampWindowSeconds) else {
+            throw ServerConfigurationError("timestampWindowSeconds must be from 1 to 600")
+        }
+        guard (1...AppAttestVerifier.CounterPolicy.maximumWindow).contains(counterReorderWindow) else {
+            throw ServerConfigurationError("counterReorderWindow must be from 1 to 64")
+        }
+        guard (0...10_000_000).contains(keyCacheSize) else {
+            throw ServerConfigurationError("keyCacheSize must be from 0 to 10000000")
+        }
+        guard (0...3600).contains(keyCacheMaxAgeSeconds) else {
+            throw ServerConfigurationError("keyCacheMaxAgeSeconds must be from 0 to 3600")
+        }
+        guard (1...3600).contains(writeTimeoutSeconds) else {
+            throw ServerConfigurationError("writeTimeoutSeconds must be from 1 to 3600")
+        }
+        guard (1...1024).contains(maximumPipelinedRequests) else {
+            throw ServerConfigurationError("maximumPipelinedRequests must be from 1 to 1024")
+        }
+        guard (1...604_800).contains(connectionLifetimeSeconds) else {
+            throw ServerConfigurationError("connectionLifetimeSeconds must be from 1 to 604800")
+        }
+        guard (1...1_000_000).contains(maximumConnections) else {
+            throw ServerConfigurationError("maximumConnections must be from 1 to 1000000")
+        }
+        guard (1...600).contains(startupTimeoutSeconds) else {
+            throw ServerConfigurationError("startupTimeoutSeconds must be from 1 to 600")
+        }
+        guard (1...100_000).contains(challengesPerCaller) else {
+            throw ServerConfigurationError("challengesPerCaller must be from 1 to 100000")
+        }
+        guard (0.1...600).contains(storeTimeoutSeconds) else {
+            throw ServerConfigurationError("storeTimeoutSeconds must be from 0.1 to 600")
+        }
+        guard (0.1...60).contains(readinessTimeoutSeconds) else {
+            throw ServerConfigurationError("readinessTimeoutSeconds must be from 0.1 to 60")
+        }
+        for token in tokens {
+            guard token.token.utf8.count >= 16 else {
+                throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")
+            }
+            for appId in token.appIds ?? [] where (try? AppID(appId)) == nil {
+                throw ServerConfigurationError("token \(token.name): \(appId.prefix(64)) is not an App ID")
+            }
+        }
+        guard !apps.isEmpty else { return nil }
+        var configured: [AppID: Set<AppAttestEnvironment>] = [:]
+        for app in apps {
+            let appID: AppID
+            do { appID = try AppID(app.appId) } catch { throw ServerConfigurationError("App ID: \(error.reason)") }
+            for name in app.environments {
+                guard let environment = AppAttestEnvironment(rawValue: name) else {
+                    throw ServerConfigurationError("environment \(name) is not production or development")
+                }
+                configured[appID, default: []].insert(environment)
+            }
+        }
+        var anchor = TrustAnchor.appleAppAttestationRoot
+        if let path = testingRootCertificate { anchor = .customRootForTesting(derRepresentation: try Self.pem(path)) }
+        return AppAttestVerifier.Configuration(apps: configured, trustAnchor: anchor)
+    }
+
+    /// The validator for receipts: Apple Root CA - G3, or the testing receipt root.
+    public func receiptValidator() throws(ServerConfigurationError) -> AppAttestReceiptValidator {
+        var anchor = TrustAnchor.appleRootCAG3
+        if let path = testingReceiptRootCertificate {
+            anchor = .customRootForTesting(derRepresentation: try Self.pem(path))
+        }
+        do { return try AppAttestReceiptValidator(configuration: .init(trustAnchor: anchor)) } catch {
+            throw ServerConfigurationError("receipt root: \(error.reason)")
+        }
+    }
+
+    /// Whether receipts in attestations are validated (always with Apple's roots; with a testing root only when a
+    /// testing receipt root is configured too).
+    public var validatesAttestationReceipts: Bool {
+        testingRootCertificate == nil || testingReceiptRootCertificate != nil
+    }
+
+    /// The DER of the first certificate in a PEM (or DER) file.
+    static func pem(_ path: String) throws(ServerConfigurationError) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path), data.count <= 64 * 1024 else {
+            throw ServerConfigurationError("cannot read the certificate \(path)")
+        }
+        guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") else {
+            return Array(data)
+        }
+        let body = text.components(separatedBy: "-----BEGIN CERTIFICATE-----")[1]
+            .components(separatedBy: "-----END CERTIFICATE-----")[0].filter { !$0.isWhitespace }
+        guard let der = Data(base64Encoded: body) else { throw ServerConfigurationError("\(path) is not PEM") }
+        return Array(der)
+    }
+}
+#endif  // Service

@@ -1,0 +1,114 @@
+#if Service
+import AppAttest
+import AppAttestStore
+import Foundation
+
+extension ServerConfiguration {
+    /// Reads a JSON configuration file (at most 1 MiB).
+    ///
+    /// The file can name caller tokens and a root to trust instead of Apple's, so it is read only when nobody else
+    /// could have written or read it: a regular file (not a symbolic link), owned by this process's user, with no
+    /// permission for group or others (`chmod 600`), the checks made on the opened file. A file planted by another
+    /// user is refused, never adopted.
+    public static func load(file path: String) throws(ServerConfigurationError) -> ServerConfiguration {
+        let read: [UInt8]?
+        do { read = try SecretFile.read(path, limit: 1024 * 1024) } catch {
+            throw ServerConfigurationError(error.description)
+        }
+        guard let bytes = read else { throw ServerConfigurationError("cannot read \(path): no such file") }
+        do { return try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
+            throw ServerConfigurationError("\(path): \(error)")
+        }
+    }
+
+    /// Applies the `APPATTEST_*` environment variables.
+    public mutating func apply(environment: [String: String]) throws(ServerConfigurationError) {
+        if let value = environment["APPATTEST_HOST"] { host = value }
+        if let value = environment["APPATTEST_PORT"] {
+            guard let port = Int(value) else { throw ServerConfigurationError("APPATTEST_PORT is not a number") }
+            self.port = port
+        }
+        if let value = environment["APPATTEST_DATABASE"] { database = value }
+        if let value = environment["APPATTEST_APPS"] {
+            apps = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> App in
+                let parts = entry.split(separator: "=", maxSplits: 1)
+                let environments = parts.count == 2 ? parts[1].split(separator: "+").map(String.init) : ["production"]
+                return App(appId: String(parts[0]).trimmingCharacters(in: .whitespaces), environments: environments)
+            }
+        }
+        if let value = environment["APPATTEST_TOKENS"] {
+            tokens = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> Token in
+                let parts = entry.split(separator: ":", maxSplits: 2)
+                guard parts.count >= 2 else {
+                    throw ServerConfigurationError("APPATTEST_TOKENS entries are name:token[:permission+permission]")
+                }
+                var permissions: [Permission]?
+                if parts.count == 3 {
+                    permissions = try parts[2].split(separator: "+").map {
+                        (name) throws(ServerConfigurationError) -> Permission in
+                        guard let permission = Permission(rawValue: String(name)) else {
+                            throw ServerConfigurationError(
+                                "APPATTEST_TOKENS: a permission is one of verify, register, read, revoke, refresh")
+                        }
+                        return permission
+                    }
+                }
+                return Token(name: String(parts[0]), token: String(parts[1]), permissions: permissions)
+            }
+        }
+        if let value = environment["APPATTEST_TOKEN_FILE"] { tokenFile = value }
+        if let value = environment["APPATTEST_MAX_BODY_BYTES"] {
+            guard let bytes = Int(value) else {
+                throw ServerConfigurationError("APPATTEST_MAX_BODY_BYTES is not a number")
+            }
+            maximumBodyBytes = bytes
+        }
+        if let value = environment["APPATTEST_RATE_LIMIT"] {
+            if value == "off" {
+                rateLimit = nil
+            } else {
+                let parts = value.split(separator: "/").compactMap { Double($0) }
+                guard parts.count == 2 else {
+                    throw ServerConfigurationError("APPATTEST_RATE_LIMIT is RATE/BURST or off")
+                }
+                rateLimit = RateLimit(requestsPerSecond: parts[0], burst: parts[1])
+            }
+        }
+        func number(_ name: String) throws(ServerConfigurationError) -> Double? {
+            guard let value = environment[name] else { return nil }
+            guard let number = Double(value), number.isFinite else {
+                throw ServerConfigurationError("\(name) is not a number")
+            }
+            return number
+        }
+        func wholeNumber(_ name: String) throws(ServerConfigurationError) -> Int? {
+            guard let value = environment[name] else { return nil }
+            guard let number = Int(value) else { throw ServerConfigurationError("\(name) is not a whole number") }
+            return number
+        }
+        if let value = try number("APPATTEST_CHALLENGE_PURGE_INTERVAL") { challengePurgeIntervalSeconds = value }
+        if let value = try number("APPATTEST_IDLE_TIMEOUT") { idleTimeoutSeconds = value }
+        if let value = try number("APPATTEST_REQUEST_TIMEOUT") { requestTimeoutSeconds = value }
+        if let value = try number("APPATTEST_WRITE_TIMEOUT") { writeTimeoutSeconds = value }
+        if let value = try number("APPATTEST_CONNECTION_LIFETIME") { connectionLifetimeSeconds = value }
+        if let value = try wholeNumber("APPATTEST_MAX_PIPELINED") { maximumPipelinedRequests = value }
+        if let value = try number("APPATTEST_STARTUP_TIMEOUT") { startupTimeoutSeconds = value }
+        if let value = try number("APPATTEST_STORE_TIMEOUT") { storeTimeoutSeconds = value }
+        if let value = try wholeNumber("APPATTEST_CHALLENGES_PER_CALLER") { challengesPerCaller = value }
+        if let value = try number("APPATTEST_READINESS_TIMEOUT") { readinessTimeoutSeconds = value }
+        if let value = try wholeNumber("APPATTEST_MAX_CONNECTIONS") { maximumConnections = value }
+        if let value = try wholeNumber("APPATTEST_COUNTER_REORDER_WINDOW") { counterReorderWindow = value }
+        if let value = try wholeNumber("APPATTEST_TIMESTAMP_WINDOW") { timestampWindowSeconds = value }
+        if let value = try wholeNumber("APPATTEST_KEY_CACHE_SIZE") { keyCacheSize = value }
+        if let value = try number("APPATTEST_KEY_CACHE_MAX_AGE") { keyCacheMaxAgeSeconds = value }
+        if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
+        if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
+        if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
+            let file = environment["APPATTEST_APPLE_PRIVATE_KEY_FILE"]
+        {
+            apple = Apple(
+                teamId: team, keyId: key, privateKeyFile: file, endpoint: environment["APPATTEST_APPLE_ENDPOINT"])
+        }
+    }
+}
+#endif  // Service

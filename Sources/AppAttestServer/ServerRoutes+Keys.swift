@@ -1,0 +1,107 @@
+#if Service
+import AppAttest
+import AppAttestWire
+import AppAttestHummingbird
+import AppAttestStore
+import AppAttestLifecycle
+import AppAttestHTTP
+import AppleDeviceAPI
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+extension AppAttestServer {
+    func key(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        do { return .json(KeyResponse(try await service.key(keyID))) } catch {
+            return .problem(Self.problem(error))
+        }
+    }
+
+    func revoke(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        do {
+            let changed = try await service.revokeKey(keyID)
+            logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(changed)"])
+            return .json(RevokeResponse(keyId: keyID.base64EncodedString, revoked: true))
+        } catch {
+            return .problem(Self.problem(error))
+        }
+    }
+
+    func refresh(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        guard let refresher else {
+            return .problem(
+                .init(
+                    status: .serviceUnavailable, code: "receiptRefreshNotConfigured",
+                    title: "No Apple provider key is configured"))
+        }
+        do {
+            switch try await service.refreshReceipt(keyID, using: refresher) {
+            case .refreshed(let receipt):
+                return .json(
+                    RefreshResponse(
+                        keyId: keyID.base64EncodedString, outcome: "refreshed", riskMetric: receipt.riskMetric,
+                        receiptCreatedAt: receipt.creationTime))
+            case .notModified:
+                return .json(RefreshResponse(keyId: keyID.base64EncodedString, outcome: "notModified"))
+            case .noData:
+                return .json(RefreshResponse(keyId: keyID.base64EncodedString, outcome: "noData"))
+            }
+        } catch {
+            if error.code == .receiptRefreshFailed {
+                let code = (error.underlying as? AppleAPIError).map { "apple.\($0.code)" } ?? "apple.failed"
+                logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(code)"])
+                return .problem(.init(status: .badGateway, code: code, title: "Apple's receipt service refused"))
+            }
+            return .problem(Self.problem(error))
+        }
+    }
+
+    /// The problem for a service refusal on the key routes: an unknown key is 404, a revoked one 409.
+    static func problem(_ error: AppAttestServiceError) -> AppAttestProblem {
+        switch error.code {
+        case .unknownKey: return unknownKey
+        case .keyRevoked: return .init(status: .conflict, code: "keyRevoked", title: "The key was revoked")
+        default: return AppAttestProblem(error)
+        }
+    }
+
+    func health() async -> Response {
+        // A shorter deadline than requests get: a load balancer's probe must learn quickly that this instance
+        // cannot serve, and not hold a connection while the store's own deadline runs out. A server without an App
+        // ID cannot serve either.
+        let deadline = Duration.nanoseconds(Int64(configuration.readinessTimeoutSeconds * 1e9))
+        do {
+            guard let service else { throw AppAttestServiceError(.storeUnavailable, "no App ID is configured") }
+            try await service.checkStore(within: deadline)
+            return Response(.json(["status": "ok", "store": "ok"]))
+        } catch {
+            return Response(.json(["status": "unavailable", "store": "unavailable"], status: .serviceUnavailable))
+        }
+    }
+
+    static let unknownKey = AppAttestProblem(status: .notFound, code: "unknownKey", title: "No such key")
+    static let forbidden = AppAttestProblem(
+        status: .forbidden, code: "forbidden", title: "This caller's token does not allow this operation")
+
+    /// 403 when the caller's token lacks `permission`.
+    static func refusal(_ context: ServerRequestContext, _ permission: ServerConfiguration.Permission)
+        -> AppAttestHTTPResponse?
+    {
+        context.scope?.permissions.contains(permission) == true ? nil : .problem(forbidden)
+    }
+
+    /// 404, as if the key did not exist, when the caller is limited to App IDs that do not include the key's.
+    func outOfScope(_ keyID: KeyID, _ caller: Caller?) async -> AppAttestProblem? {
+        guard let caller, caller.appIDs != nil else { return nil }
+        guard let service else { return Self.notConfigured }
+        do { return caller.covers(try await service.appID(ofKey: keyID)) ? nil : Self.unknownKey } catch {
+            return Self.problem(error)
+        }
+    }
+}
+#endif  // Service

@@ -1,0 +1,88 @@
+#if Vapor
+import AppAttest
+public import AppAttestHTTP
+import AppAttestStore
+public import AppAttestLifecycle
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+public import Vapor
+
+/// Verifies the App Attest assertion of every request it guards (`AppAttestHTTPHeaders`; client
+/// data bound to method, path, body and a one-time challenge), logs the verified device in (`req.auth`,
+/// `req.appAttest.device`) and refuses everything else by throwing ``AppAttestAbort``, as Hummingbird's middleware
+/// throws its problem: ``AppAttestProblemMiddleware`` (installed by `app.appAttest.use(_:)`) renders it as an
+/// `application/problem+json` response (400 malformed, 401 failed verification, 409 replay, 413, 429, 503), or your
+/// own error middleware does.
+///
+/// ```swift
+/// app.appAttest.use(service)
+/// let protected = app.grouped(app.appAttest.middleware())
+/// protected.post("orders") { req in "device \(try req.appAttest.requireDevice().keyID)" }
+/// ```
+public struct AppAttestMiddleware: AsyncMiddleware {
+    /// How refusals reach the client.
+    public struct Refusals: Sendable, Hashable {
+        let thrown: Bool
+        /// The middleware answers with the problem document itself.
+        public static let problemResponse = Refusals(thrown: false)
+        /// The middleware throws ``AppAttestAbort`` (the default), and ``AppAttestProblemMiddleware`` or the
+        /// application's error middleware renders it.
+        public static let thrown = Refusals(thrown: true)
+    }
+
+    /// The framework-neutral operations it runs.
+    public let operations: AppAttestHTTPOperations
+    /// The largest request body hashed into the client data.
+    public let maximumBodySize: Int
+    /// How refusals reach the client.
+    public let refusals: Refusals
+    /// How the guarded requests prove they are fresh.
+    public let freshness: AppAttestFreshness
+
+    /// - Parameters:
+    ///   - rateLimiter: limits assertions per key (429 beyond it).
+    ///   - refusals: errors thrown to the error middleware (the default), or problem documents answered here.
+    ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
+    public init(
+        service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
+        rateLimiter: AppAttestRateLimiter? = nil, refusals: Refusals = .thrown,
+        freshness: AppAttestFreshness = .challengePerRequest
+    ) {
+        self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
+        self.maximumBodySize = maximumBodySize
+        self.refusals = refusals
+        self.freshness = freshness
+    }
+
+    /// Collects the body once, verifies, logs the device in and passes the request on; refuses everything else.
+    public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
+        let body: ByteBuffer
+        do { body = try await request.body.collect(max: maximumBodySize).get() ?? ByteBuffer() } catch {
+            return try refuse(.bodyTooLarge)
+        }
+        // A body Vapor collected before this middleware comes back whatever its size: check it here.
+        guard body.readableBytes <= maximumBodySize else { return try refuse(.bodyTooLarge) }
+        guard let head = HTTPRequest(request) else { return try refuse(.malformed("The method cannot be bound")) }
+        let authentication: AppAttestAuthentication
+        do {
+            authentication = try await operations.authenticate(head, body: body.readableBytesView, freshness: freshness)
+        } catch {
+            request.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
+            return try refuse(error)
+        }
+        request.auth.login(authentication.device)
+        let response = try await next.respond(to: request)
+        for field in authentication.responseHeaderFields {
+            response.headers.replaceOrAdd(name: field.name.rawName, value: field.value)
+        }
+        return response
+    }
+
+    private func refuse(_ problem: AppAttestProblem) throws -> Response {
+        if refusals.thrown { throw AppAttestAbort(problem) }
+        return Response(.problem(problem))
+    }
+}
+#endif  // Vapor

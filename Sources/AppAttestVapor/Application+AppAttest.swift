@@ -1,0 +1,85 @@
+#if Vapor
+import AppAttest
+public import AppAttestHTTP
+import AppAttestStore
+public import AppAttestLifecycle
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+public import Vapor
+
+extension Application {
+    /// App Attest for this application: the service, its middleware and routes, and the store closed at shutdown.
+    public var appAttest: AppAttestApplication { AppAttestApplication(application: self) }
+}
+
+/// `app.appAttest`: where the application keeps its ``AppAttestStore/AppAttestService``.
+///
+/// ```swift
+/// app.appAttest.use(service)                       // the store is closed when the application shuts down
+/// try app.register(collection: app.appAttest.routes())
+/// let protected = app.grouped(app.appAttest.middleware())
+/// ```
+public struct AppAttestApplication: Sendable {
+    /// The application.
+    public let application: Application
+
+    struct Key: StorageKey, LockKey {
+        typealias Value = AppAttestService
+    }
+
+    /// The service `use(_:)` installed; nil before.
+    public var serviceIfConfigured: AppAttestService? { application.storage[Key.self] }
+
+    /// The service `use(_:)` installed.
+    /// - Precondition: `use(_:)` was called (a configuration error, found at start-up).
+    public var service: AppAttestService {
+        guard let service = serviceIfConfigured else {
+            fatalError("App Attest is not configured: call app.appAttest.use(service) in configure(_:)")
+        }
+        return service
+    }
+
+    /// Installs the service; its store is closed when the application shuts down, and expired challenges are purged
+    /// every `purgeInterval` while it runs (nil: never).
+    /// - Parameters:
+    ///   - service: the service.
+    ///   - purgeInterval: how often expired challenges are deleted (nil: never).
+    ///   - rendersProblems: also install ``AppAttestProblemMiddleware``, which renders refusals as problem documents
+    ///     (pass false when your own error middleware renders ``AppAttestAbort``).
+    public func use(_ service: AppAttestService, purgeInterval: Duration? = .seconds(60), rendersProblems: Bool = true)
+    {
+        application.storage[Key.self] = service
+        if rendersProblems { application.middleware.use(AppAttestProblemMiddleware()) }
+        application.lifecycle.use(StoreCloser(store: service.store))
+        if let purgeInterval {
+            application.lifecycle.use(AppAttestPurgeLifecycle(service: service, interval: purgeInterval))
+        }
+    }
+
+    /// The middleware that protects routes, on the installed service.
+    public func middleware(
+        maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
+        rateLimiter: AppAttestRateLimiter? = nil, refusals: AppAttestMiddleware.Refusals = .thrown,
+        freshness: AppAttestFreshness = .challengePerRequest
+    ) -> AppAttestMiddleware {
+        AppAttestMiddleware(
+            service: service, maximumBodySize: maximumBodySize, rateLimiter: rateLimiter, refusals: refusals,
+            freshness: freshness)
+    }
+
+    /// The challenge and attestation routes, on the installed service.
+    public func routes(path: String = "appattest", userID: @escaping @Sendable (Request) -> String? = { _ in nil })
+        -> AppAttestRouteCollection
+    {
+        AppAttestRouteCollection(service: service, path: path, userID: userID)
+    }
+
+    /// Closes the store at shutdown.
+    struct StoreCloser: LifecycleHandler {
+        let store: any AppAttestStore
+        func shutdownAsync(_ application: Application) async { await store.close() }
+    }
+}
+#endif  // Vapor
