@@ -42,6 +42,7 @@ let package = Package(
         .library(name: "AppleDeviceAPI", targets: ["AppleDeviceAPI"]),
         .library(name: "AppleDeviceAPITesting", targets: ["AppleDeviceAPITesting"]),
         .executable(name: "appattest", targets: ["appattest"]),
+        .executable(name: "appattest-dev", targets: ["appattest-dev"]),
     ],
     traits: [
         .trait(name: "SQLite", description: "AppAttestSQLite: the embedded store on SQLite (GRDB)."),
@@ -294,21 +295,38 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: The command (vectors, inspect, verify, bench and simulate need no trait)
+        // MARK: The commands: `appattest` is what operators ship, `appattest-dev` the developer tools
+        .target(
+            name: "AppAttestCommandSupport",
+            dependencies: [
+                "AppAttest", "AppAttestCBOR", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "appattest",
             dependencies: [
-                "AppAttest", "AppAttestVectors", "AppAttestTesting", "AppAttestStore", "AppAttestLifecycle",
-                "AppAttestWire", "AppAttestCrypto",
-                "AppAttestCBOR", "AppleDeviceAPI", "AppleDeviceAPITesting", "AppAttestSQLite", "AppAttestPostgres",
-                "AppAttestServer",
+                "AppAttest", "AppAttestCommandSupport", "AppAttestVectors", "AppAttestStore", "AppAttestCBOR",
+                "AppleDeviceAPI", "AppAttestServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: service),
+                .target(name: "CAppAttestAllocator", condition: service),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "appattest-dev",
+            dependencies: [
+                "AppAttest", "AppAttestCommandSupport", "AppAttestVectors", "AppAttestTesting", "AppAttestStore",
+                "AppAttestLifecycle", "AppAttestWire", "AppAttestCrypto", "AppAttestCBOR", "AppleDeviceAPI",
+                "AppleDeviceAPITesting", "AppAttestSQLite", "AppAttestPostgres", "AppAttestServer",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: service),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: service),
-                .target(name: "CAppAttestAllocator", condition: service),
+                .product(name: "NIOCore", package: "swift-nio", condition: service),
             ],
             swiftSettings: strict
         ),
@@ -324,7 +342,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "AppAttestCommandTests", dependencies: ["appattest", "AppAttestStore", "AppAttestLifecycle"],
+            name: "AppAttestCommandTests",
+            dependencies: ["appattest", "appattest-dev", "AppAttestStore", "AppAttestLifecycle"],
             swiftSettings: strict),
         .testTarget(
             name: "AppAttestTestingTests",
@@ -395,7 +414,7 @@ let package = Package(
             dependencies: [
                 "AppAttestServer", "AppAttestHTTP", "AppAttestStore", "AppAttestLifecycle", "AppAttestWire",
                 "AppAttestSQLite", "AppAttestTesting", "AppAttest",
-                "AppleDeviceAPITesting", "appattest", "AppAttestHummingbird", "AppAttestServiceClient",
+                "AppleDeviceAPITesting", "appattest", "appattest-dev", "AppAttestHummingbird", "AppAttestServiceClient",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: serviceClient),
                 .product(
                     name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client", condition: serviceClient

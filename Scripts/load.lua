@@ -5,7 +5,7 @@
 -- together and arrive in counter order.
 -- faults: the same, with malformed, unauthenticated, replayed and oversized requests mixed in.
 -- Every response is classified by status and problem code; accepted ones record the highest counter per key,
--- written to ACCEPTED-OUT for `appattest load check`.
+-- written to ACCEPTED-OUT for `appattest-dev load check`.
 
 local threads = {}
 local counter = 0

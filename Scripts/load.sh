@@ -5,7 +5,7 @@
 # Environment: APPATTEST_BINARY (see below), DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions
 # per device and run, 300: a run that outlasts them has no ratio, and the script exits 1).
 # For each database: the trivial route /ping (the HTTP stack's ceiling), assertion verification, then the same with
-# malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest load check`
+# malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest-dev load check`
 # compares every key's stored counter with the highest counter the server accepted for it. Then a SQLite server with
 # a reorder window of 64 (counterReorderWindow) takes each device's assertions eight at a time, shuffled and in
 # flight together. Each assertion run is followed by another /ping run and its ratio to the mean of the /ping runs
@@ -22,13 +22,17 @@ APP=LOADTEST01.com.example.load
 TOKEN="load-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MAX_BODY=131072
 
-# APPATTEST_BINARY: an appattest built elsewhere (another commit, to compare two builds in one session); by default
-# this checkout's, built here in release.
+# APPATTEST_BINARY: an appattest built elsewhere (another commit, to compare two builds in one session), and
+# APPATTEST_DEV_BINARY its appattest-dev (the same binary for builds from before the split); by default this
+# checkout's, built here in release. `serve` is the operators' binary; `simulate` and `load` the developer tools'.
 if [ -n "${APPATTEST_BINARY:-}" ]; then
     A="$APPATTEST_BINARY"
+    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
 else
     swift build -c release --traits Service --product appattest >/dev/null
+    swift build -c release --traits Service --product appattest-dev >/dev/null
     A=.build/release/appattest
+    D=.build/release/appattest-dev
 fi
 WORK="$(mktemp -d)"
 pids=()
@@ -45,7 +49,7 @@ if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
     STARTED_POSTGRES=1
 fi
 
-$A simulate authority --out "$WORK" 2>/dev/null
+$D simulate authority --out "$WORK" 2>/dev/null
 serve() { # NAME DATABASE PORT [REORDER-WINDOW]
     APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="load:$TOKEN" \
         APPATTEST_RATE_LIMIT=off APPATTEST_MAX_BODY_BYTES=$MAX_BODY APPATTEST_LOG_LEVEL=warning \
@@ -62,7 +66,7 @@ SQLITE=http://127.0.0.1:18080
 POSTGRES=http://127.0.0.1:18081
 WINDOW=http://127.0.0.1:18082
 
-$A load prepare --dir "$WORK" --url $SQLITE --url $POSTGRES --url $WINDOW --token "$TOKEN" --app-id $APP \
+$D load prepare --dir "$WORK" --url $SQLITE --url $POSTGRES --url $WINDOW --token "$TOKEN" --app-id $APP \
     --devices "$DEVICES" --assertions "$ASSERTIONS" --runs 2 --grouped 8
 
 wrk_run() { # URL MODE FILE: one wrk run, its RESULT, SENT and RECEIVED lines printed and kept in $WORK/last
@@ -82,7 +86,7 @@ run() { # LABEL URL MODE FILE
     fi
     exhausted=0
     grep -q 'exhausted=' "$WORK/last" && exhausted=1
-    $A load check --url "$2" --token "$TOKEN" "$WORK/accepted"
+    $D load check --url "$2" --token "$TOKEN" "$WORK/accepted"
     echo "-- /ping again (ceiling after the run)"
     wrk_run "$2" ping -
     after="$(cat "$WORK/rps")"

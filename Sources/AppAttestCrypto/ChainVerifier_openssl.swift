@@ -290,7 +290,7 @@ package final class ChainVerifier: Sendable {
 extension RawOpenSSLBenchmark {
     /// The raw P-384 verification an attestation needs, measured as `openssl speed ecdsap384` measures it: the
     /// credCert's signature verified with the intermediate's key through one initialised context, over a digest
-    /// computed beforehand. `appattest bench` reports attestations against it.
+    /// computed beforehand. `appattest-dev bench` reports attestations against it.
     package final class P384CertificateSignature: Sendable {
         private let key: VerificationKey
         private let signature: [UInt8]

@@ -162,7 +162,7 @@ final class VerificationKey: @unchecked Sendable {
 }
 
 /// The raw OpenSSL P-256 verify rate on this machine, measured the way `openssl speed ecdsap256` does: one
-/// initialised context, a precomputed digest. `appattest bench` reports it beside the library's own figures.
+/// initialised context, a precomputed digest. `appattest-dev bench` reports it beside the library's own figures.
 package enum RawOpenSSLBenchmark {
     /// Runs `iterations` verifications; returns how many succeeded (all of them, on a sound build).
     package static func verifyLoop(

@@ -1,23 +1,18 @@
+import AppAttestCommandSupport
 import ArgumentParser
 
-/// The package's version, printed by `appattest --version` (CHANGELOG.md lists what each version brought).
-let appAttestVersion = "0.1.0"
-
-/// The subcommands this build has: `vectors`, `inspect`, `verify`, `bench`, `receipt` and `simulate` need no trait;
-/// the others come with the traits of their dependencies.
+/// What operators ship: `vectors`, `inspect`, `verify` and `receipt` need no trait; `devicecheck` and `serve` come with
+/// the traits of their dependencies. The developer tools (simulated devices, the stand-in for Apple's servers,
+/// benchmarks and loads) are `appattest-dev`, so that no test double is linked into this binary.
 private var subcommands: [any ParsableCommand.Type] {
     var commands: [any ParsableCommand.Type] = [
-        VectorsCommand.self, InspectCommand.self, VerifyCommand.self, BenchCommand.self, ReceiptCommand.self,
-        SimulateCommand.self,
+        VectorsCommand.self, InspectCommand.self, VerifyCommand.self, ReceiptCommand.self,
     ]
     #if AppleServerAPI
     commands.append(DeviceCheckCommand.self)
     #endif
-    #if AppleServerAPI && Hummingbird
-    commands.append(StandInCommand.self)
-    #endif
     #if Service
-    commands += [ServeCommand.self, LoadCommand.self]
+    commands.append(ServeCommand.self)
     #endif
     return commands
 }

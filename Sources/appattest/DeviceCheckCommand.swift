@@ -1,4 +1,5 @@
 #if AppleServerAPI
+import AppAttestCommandSupport
 import AppAttest
 import AppleDeviceAPI
 import ArgumentParser

@@ -1,5 +1,6 @@
 import AppAttest
 import AppAttestCBOR
+import AppAttestCommandSupport
 import ArgumentParser
 import Foundation
 

@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestCommandSupport
 import ArgumentParser
 import Foundation
 

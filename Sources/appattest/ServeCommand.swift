@@ -1,4 +1,5 @@
 #if Service
+import AppAttestCommandSupport
 import AppAttestServer
 import ArgumentParser
 import CAppAttestAllocator

@@ -1,14 +1,14 @@
-import AppAttestTesting
+import AppAttestCommandSupport
 import AppAttestVectors
 import ArgumentParser
 import Foundation
 
-/// `appattest vectors [run] FILE...` and `appattest vectors generate`.
+/// `appattest vectors [run] FILE...` (`appattest-dev vectors generate` writes synthetic ones).
 struct VectorsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vectors",
-        abstract: "Run or generate test-vector files (TestVectors/README.md format).",
-        subcommands: [RunVectors.self, GenerateVectors.self],
+        abstract: "Run test-vector files (TestVectors/README.md format).",
+        subcommands: [RunVectors.self],
         defaultSubcommand: RunVectors.self
     )
 }
@@ -46,29 +46,5 @@ struct RunVectors: ParsableCommand {
         }
         print("\(passed) passed, \(failed) failed")
         if failed > 0 { throw ExitCode(1) }
-    }
-}
-
-/// `appattest vectors generate`: writes synthetic vectors from the simulated device and a new test authority.
-struct GenerateVectors: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "generate",
-        abstract: "Write synthetic vectors (every reason, attestations and assertions) from simulated devices."
-    )
-
-    @Option(name: .shortAndLong, help: "Where to write the file.")
-    var output: String = "TestVectors/synthetic.json"
-
-    func run() throws {
-        let data = try SyntheticVectors.generate()
-        // Check the file before writing it: every generated vector must have its stated outcome.
-        let outcomes = TestVectorRunner(file: try TestVectorFile(jsonData: data)).run()
-        let failures = outcomes.filter { !$0.passed }
-        guard failures.isEmpty else {
-            for failure in failures { print(Terminal.safe("\(failure)")) }
-            throw ExitCode(1)
-        }
-        try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-        print("wrote \(outcomes.count) vectors to \(output)")
     }
 }

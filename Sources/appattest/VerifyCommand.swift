@@ -1,4 +1,5 @@
 @_spi(FixedVerificationTime) import AppAttest
+import AppAttestCommandSupport
 import ArgumentParser
 import Foundation
 

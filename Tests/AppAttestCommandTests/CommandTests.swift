@@ -5,21 +5,26 @@ import Testing
 import Glibc
 #endif
 
-/// The `appattest` command run as a user runs it, on hostile files.
-@Suite("appattest: hostile files and secrets")
+/// The `appattest` and `appattest-dev` commands run as a user runs them, on hostile files.
+@Suite("appattest and appattest-dev: hostile files and secrets")
 struct CommandTests {
-    /// The `appattest` executable, built beside the test bundle.
-    static let appattest: URL = {
-        let beside = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("appattest")
+    /// An executable of this package, built beside the test bundle.
+    static func executable(_ name: String) -> URL {
+        let beside = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
-            ".build/debug/appattest")
-    }()
+            ".build/debug/\(name)")
+    }
 
-    /// Runs the command; returns its standard output and error as bytes, and its exit status.
+    /// The developer tools' subcommands: they are `appattest-dev`'s, and not in the `appattest` operators ship.
+    static let developerTools: Set<String> = ["simulate", "stand-in", "bench", "load"]
+
+    /// Runs `appattest`, or `appattest-dev` for a developer tool; returns its standard output and error as bytes, and
+    /// its exit status.
     func run(_ arguments: [String]) throws -> (output: [UInt8], status: Int32) {
         let process = Process()
-        process.executableURL = Self.appattest
+        process.executableURL = Self.executable(
+            Self.developerTools.contains(arguments.first ?? "") ? "appattest-dev" : "appattest")
         process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe

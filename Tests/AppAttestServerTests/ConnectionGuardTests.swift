@@ -86,7 +86,7 @@ struct ConnectionGuardTests {
             // And a new client is served at once.
             let next = H.connect(port: port)
             H.send(next, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            let answer = await Self.answer(next, within: 5)
+            let answer = await Self.answer(next, within: 20)
             #expect(answer?.hasPrefix("HTTP/1.1 200") == true, "\(answer ?? "no answer from the server")")
             close(next)
         }
@@ -150,7 +150,7 @@ struct ConnectionGuardTests {
                     + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
             try await Task.sleep(for: .milliseconds(300))
             H.send(client, body)
-            let answer = await Self.answer(client, within: 5)
+            let answer = await Self.answer(client, within: 20)
             #expect(answer?.hasPrefix("HTTP/1.1 200") == true, "\(answer ?? "no answer")")
             close(client)
         }
@@ -162,7 +162,7 @@ struct ConnectionGuardTests {
             let client = try await Self.connected(port: port)
             // Answered while young.
             H.send(client, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(await Self.answer(client, within: 5)?.hasPrefix("HTTP/1.1 200") == true)
+            #expect(await Self.answer(client, within: 20)?.hasPrefix("HTTP/1.1 200") == true)
             // Kept busy past the lifetime: a request every 100 ms, each read before the next is sent.
             var closed = false
             for _ in 0..<40 where !closed {

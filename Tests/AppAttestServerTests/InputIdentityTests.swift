@@ -150,12 +150,12 @@ struct InputIdentityTests {
         }
     }
 
-    /// The `appattest` executable, built beside the test bundle.
+    /// The `appattest-dev` executable (the simulated device), built beside the test bundle.
     static let appattest: URL = {
-        let beside = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("appattest")
+        let beside = Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("appattest-dev")
         if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(
-            ".build/debug/appattest")
+            ".build/debug/appattest-dev")
     }()
 
     func run(_ arguments: [String]) throws -> String {
@@ -168,11 +168,11 @@ struct InputIdentityTests {
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "appattest \(arguments.first ?? "")")
+        #expect(process.terminationStatus == 0, "appattest-dev \(arguments.first ?? "")")
         return String(decoding: data, as: UTF8.self)
     }
 
-    @Test("the bodies `appattest simulate attest` and `simulate assert --challenge` print are accepted by serve")
+    @Test("the bodies `appattest-dev simulate attest` and `simulate assert --challenge` print are accepted by serve")
     func simulatedBodies() async throws {
         let directory = try F.directory()
         _ = try run(["simulate", "authority", "--out", directory])
@@ -180,7 +180,7 @@ struct InputIdentityTests {
             let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
             let challenge = try #require(F.json(issued)["challenge"] as? String)
             let attestation = try run([
-                "simulate", "attest", "--dir", directory, "--app-id", F.appID.rawValue, "--challenge", challenge,
+                "simulate", "attest", "--dir", directory, "--app-id", F.appID.rawValue, "--challenge=\(challenge)",
             ])
             let registered = try await post(client, "/v1/attestations", attestation)
             #expect(registered.status == .ok, "\(String(buffer: registered.body))")
@@ -189,8 +189,8 @@ struct InputIdentityTests {
             let next = try await post(client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(keyID)"}"#)
             let assertionChallenge = try #require(F.json(next)["challenge"] as? String)
             let assertion = try run([
-                "simulate", "assert", "--dir", directory, "--client-data", "order 17", "--challenge",
-                assertionChallenge,
+                "simulate", "assert", "--dir", directory, "--client-data", "order 17",
+                "--challenge=\(assertionChallenge)",
             ])
             let verified = try await post(client, "/v1/assertions/verify", assertion)
             #expect(verified.status == .ok, "\(String(buffer: verified.body))")

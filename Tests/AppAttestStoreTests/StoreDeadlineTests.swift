@@ -28,7 +28,8 @@ struct StoreDeadlineTests {
         } catch {
             #expect(error.kind == .unavailable)
         }
-        #expect(ContinuousClock.now - start < .seconds(3))
+        // Without the deadline the operation would never end; the bound is loose because a loaded CI machine is slow.
+        #expect(ContinuousClock.now - start < .seconds(30))
         pending.withLock { $0.take() }?.resume()
         // An operation that ends in time gives its result.
         #expect(

@@ -53,7 +53,10 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
                 Issue.record("APPATTEST_POSTGRES_URL is not set: run .ci/postgres.sh start and export it")
                 throw StoreError(.unavailable, "no PostgreSQL")
             }
-            return (try await PostgresAppAttestStore.connect(url: url), "postgres:\(url)")
+            // The suite runs many PostgreSQL tests at once on a small machine: the default 5 s per operation is
+            // a production bound, not a test's (the deadline itself is tested in StoreDeadlineTests).
+            let store = try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60))
+            return (store, "postgres:\(url)")
         #endif
         default:
             throw StoreError(.unavailable, "\(self) needs its trait")

@@ -1,4 +1,5 @@
 #if Service
+import AppAttestCommandSupport
 import AppAttest
 import AppAttestWire
 import AppAttestStore
@@ -8,12 +9,12 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 
-/// `appattest load`: simulated devices for load-testing `appattest serve` with wrk (Scripts/load.sh).
+/// `appattest-dev load`: simulated devices for load-testing `appattest serve` with wrk (Scripts/load.sh).
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "load",
         abstract: "Simulated devices and request files for load-testing appattest serve (see Scripts/load.sh).",
-        discussion: "The devices come from the test authority of `appattest simulate authority --out DIR`.",
+        discussion: "The devices come from the test authority of `appattest-dev simulate authority --out DIR`.",
         subcommands: [Prepare.self, Check.self]
     )
 

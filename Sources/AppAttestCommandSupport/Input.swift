@@ -1,11 +1,15 @@
-import Foundation
+package import Foundation
 
-struct InputError: Error, CustomStringConvertible {
-    var description: String
+package struct InputError: Error, CustomStringConvertible {
+    package var description: String
+
+    package init(description: String) {
+        self.description = description
+    }
 }
 
 /// Reads a file, or standard input for `-`, refusing more than `limit` bytes.
-func readInput(_ path: String, limit: Int) throws -> Data {
+package func readInput(_ path: String, limit: Int) throws -> Data {
     let handle: FileHandle
     if path == "-" {
         handle = FileHandle.standardInput
@@ -29,7 +33,7 @@ func readInput(_ path: String, limit: Int) throws -> Data {
 
 /// Reads an object given as binary or as Base64 text (standard or URL-safe, whitespace ignored). Binary is
 /// recognised by its first byte: a CBOR map head (0xA0–0xBF) by default, which Base64 text never starts with.
-func readObject(_ path: String, limit: Int = 256 * 1024, binaryFirstBytes: [UInt8] = Array(0xA0...0xBF)) throws
+package func readObject(_ path: String, limit: Int = 256 * 1024, binaryFirstBytes: [UInt8] = Array(0xA0...0xBF)) throws
     -> [UInt8]
 {
     let data = try readInput(path, limit: limit)
@@ -44,7 +48,7 @@ func readObject(_ path: String, limit: Int = 256 * 1024, binaryFirstBytes: [UInt
 }
 
 /// Decodes standard or URL-safe Base64, padded or not, ignoring whitespace.
-func decodeBase64(_ text: String) -> [UInt8]? {
+package func decodeBase64(_ text: String) -> [UInt8]? {
     var cleaned = String(text.unicodeScalars.filter { !CharacterSet.whitespacesAndNewlines.contains($0) })
     cleaned = cleaned.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     while cleaned.count % 4 != 0 { cleaned.append("=") }

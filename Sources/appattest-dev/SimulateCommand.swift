@@ -1,4 +1,5 @@
 import AppAttest
+import AppAttestCommandSupport
 import AppAttestStore
 import AppAttestTesting
 import AppAttestWire
@@ -6,7 +7,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 
-/// `appattest simulate`: a simulated App Attest device from the command line, for trying `appattest serve` (or your
+/// `appattest-dev simulate`: a simulated App Attest device from the command line, for trying `appattest serve` (or your
 /// own server) with curl and without an iPhone. Its certificates come from a TEST authority: a server accepts them
 /// only when told to trust that authority's root (`APPATTEST_TESTING_ROOT`), never with Apple's root.
 struct SimulateCommand: AsyncParsableCommand {
@@ -41,7 +42,7 @@ struct SimulateCommand: AsyncParsableCommand {
         String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
 
-    /// `appattest simulate authority --out DIR`.
+    /// `appattest-dev simulate authority --out DIR`.
     struct Authority: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create a test certificate authority: DIR/authority.json (its keys) and DIR/root.pem.")
@@ -64,7 +65,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
-    /// `appattest simulate attest`: a new device key attested for a challenge; prints the JSON of
+    /// `appattest-dev simulate attest`: a new device key attested for a challenge; prints the JSON of
     /// `POST /v1/attestations` and keeps the key in DIR/device.json.
     struct Attest: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -96,7 +97,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
-    /// `appattest simulate assert`: the next assertion of the device in DIR/device.json; prints the JSON of
+    /// `appattest-dev simulate assert`: the next assertion of the device in DIR/device.json; prints the JSON of
     /// `POST /v1/assertions/verify`.
     struct Assert: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -1,4 +1,5 @@
 @_spi(FixedVerificationTime) import AppAttest
+import AppAttestCommandSupport
 import AppAttestCrypto
 import AppAttestVectors
 import ArgumentParser
@@ -14,7 +15,7 @@ private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, Be
 private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self]
 #endif
 
-/// `appattest bench [verify]` and `appattest bench store` (with the Service trait).
+/// `appattest-dev bench [verify]` and `appattest-dev bench store` (with the Service trait).
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
@@ -24,7 +25,7 @@ struct BenchCommand: AsyncParsableCommand {
     )
 }
 
-/// `appattest bench verify`: verification rates on real vectors, beside the raw P-256 rates of swift-crypto (which
+/// `appattest-dev bench verify`: verification rates on real vectors, beside the raw P-256 rates of swift-crypto (which
 /// assertions use) and OpenSSL, and OpenSSL's raw P-384 rate (which attestations use), measured in the same run, on
 /// one thread or several sharing one verifier.
 struct BenchVerify: ParsableCommand {

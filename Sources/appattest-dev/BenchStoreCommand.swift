@@ -1,4 +1,5 @@
 #if Service
+import AppAttestCommandSupport
 import AppAttest
 import AppAttestPostgres
 import AppAttestSQLite
@@ -8,7 +9,7 @@ import AppAttestTesting
 import ArgumentParser
 import Foundation
 
-/// `appattest bench store`: assertions per second through the whole service (load key, verify, consume nothing,
+/// `appattest-dev bench store`: assertions per second through the whole service (load key, verify, consume nothing,
 /// advance the counter atomically), with one client and with N concurrent clients, each with its own key.
 struct BenchStore: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,10 +1,10 @@
 import AppAttest
-import AppAttestCBOR
-import Foundation
+package import AppAttestCBOR
+package import Foundation
 
 /// A small ordered tree that prints both for a person (indented lines) and as JSON, so that `inspect` and
 /// `verify` show the same facts in both forms.
-indirect enum Report {
+package indirect enum Report {
     case text(String)
     case number(Int64)
     case bool(Bool)
@@ -13,7 +13,7 @@ indirect enum Report {
     case list([Report])
 
     /// Indented `key: value` lines.
-    func render(indent: Int = 0) -> String {
+    package func render(indent: Int = 0) -> String {
         var out = ""
         write(into: &out, indent: indent)
         return out
@@ -61,7 +61,7 @@ indirect enum Report {
     }
 
     /// The same tree as JSON, keys in order.
-    func json() -> String {
+    package func json() -> String {
         switch self {
         case .text(let text): return Self.quote(text)
         case .number(let number): return String(number)
@@ -95,15 +95,15 @@ indirect enum Report {
 }
 
 extension Report {
-    static func date(_ date: Date?) -> Report {
+    package static func date(_ date: Date?) -> Report {
         guard let date else { return .null }
         return .text(ISO8601DateFormatter().string(from: date))
     }
 
-    static func optional(_ text: String?) -> Report { text.map(Report.text) ?? .null }
+    package static func optional(_ text: String?) -> Report { text.map(Report.text) ?? .null }
 
     /// CBOR in a readable form: maps and arrays as trees, bytes as hex.
-    static func cbor(_ value: CBORValue) -> Report {
+    package static func cbor(_ value: CBORValue) -> Report {
         switch value {
         case .unsignedInteger(let n): return n <= UInt64(Int64.max) ? .number(Int64(n)) : .text(String(n))
         case .negativeInteger(let n): return n < UInt64(Int64.max) ? .number(-1 - Int64(n)) : .text("-1-\(n)")
@@ -132,8 +132,8 @@ extension Report {
 /// Text from files and arguments made safe to print on a terminal: control characters (C0, DEL, C1) and the
 /// Unicode controls that reorder text are shown as `\u{…}` escapes, so that a hostile file can neither move the
 /// cursor, repaint the screen nor forge a line; and anything beyond `limit` characters is cut with a count.
-enum Terminal {
-    static func safe(_ text: String, limit: Int = 1000) -> String {
+package enum Terminal {
+    package static func safe(_ text: String, limit: Int = 1000) -> String {
         var out = ""
         var count = 0
         for scalar in text.unicodeScalars {

@@ -1,4 +1,5 @@
 #if AppleServerAPI && Hummingbird
+import AppAttestCommandSupport
 import AppAttestTesting
 import AppAttestStore
 import AppleDeviceAPITesting
@@ -6,7 +7,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 
-/// `appattest stand-in`: runs the local stand-in for Apple's DeviceCheck and receipt servers, for trying the
+/// `appattest-dev stand-in`: runs the local stand-in for Apple's DeviceCheck and receipt servers, for trying the
 /// `devicecheck` and `receipt refresh` commands (and your own code) without Apple's hosts.
 struct StandInCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
