@@ -73,7 +73,9 @@ struct SimulateCommand: AsyncParsableCommand {
 
         @Option var dir: String
         @Option(name: .customLong("app-id")) var appID: String
-        @Option(help: "The challenge, Base64URL, as the server issued it.") var challenge: String
+        @Option(
+            parsing: .unconditional, help: "The challenge, Base64URL, as the server issued it (it may begin with '-').")
+        var challenge: String
         @Option(help: "production or development.") var environment: String = "production"
 
         func run() async throws {
@@ -106,6 +108,7 @@ struct SimulateCommand: AsyncParsableCommand {
         @Option var dir: String
         @Option(name: .customLong("client-data"), help: "The client data, as UTF-8 text.") var clientData: String
         @Option(
+            parsing: .unconditional,
             help:
                 "A challenge (Base64URL) issued for this assertion; it is put first in the client data (challenge ‖ payload), where the service reads it."
         )

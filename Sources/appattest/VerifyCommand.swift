@@ -37,7 +37,7 @@ struct VerifyCommand: ParsableCommand {
         @Option(name: .customLong("key-id"), help: "The keyId the app sent (Base64, 32 bytes).")
         var keyID: String
 
-        @Option(help: "The challenge the server issued; the library hashes it.")
+        @Option(parsing: .unconditional, help: "The challenge the server issued; the library hashes it.")
         var challenge: String?
 
         @Option(

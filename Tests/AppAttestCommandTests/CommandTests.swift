@@ -93,7 +93,7 @@ struct CommandTests {
         return info.st_mode & 0o777
     }
 
-    @Test("simulate writes its private keys 0600")
+    @Test("simulate writes its private keys 0600, and takes a challenge that begins with '-'")
     func simulateSecrets() throws {
         let directory = try Self.directory()
         let (output, status) = try run(["simulate", "authority", "--out", directory])
@@ -101,7 +101,7 @@ struct CommandTests {
         #expect(permissions(directory + "/authority.json") == 0o600)
         let (attestOutput, attestStatus) = try run([
             "simulate", "attest", "--dir", directory, "--app-id", "ABCDE12345.com.example.app", "--challenge",
-            "AAAAAAAAAAAAAAAAAAAAAA",
+            "-AAAAAAAAAAAAAAAAAAAAA",  // a Base64URL challenge may begin with '-': still the option's value
         ])
         #expect(attestStatus == 0, "\(String(decoding: attestOutput, as: UTF8.self))")
         #expect(permissions(directory + "/device.json") == 0o600)
