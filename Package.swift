@@ -256,8 +256,8 @@ let package = Package(
         .target(
             name: "AppAttestServer",
             dependencies: [
-                "AppAttest", "AppAttestCrypto", "AppAttestStore", "AppAttestLifecycle", "AppAttestHTTP",
-                "AppAttestWire",
+                "AppAttest", "AppAttestStore", "AppAttestLifecycle", "AppAttestHTTP", "AppAttestWire",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "AppAttestSQLite",
                 "AppAttestPostgres", "AppAttestHummingbird", "AppleDeviceAPI",
                 .product(name: "Logging", package: "swift-log"),
@@ -339,6 +339,24 @@ let package = Package(
         .testTarget(
             name: "AppAttestTests",
             dependencies: ["AppAttest", "AppAttestVectors", "AppAttestCBOR"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestCryptoTests",
+            dependencies: [
+                "AppAttestCrypto", "AppAttest",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AppAttestHTTPTests",
+            dependencies: [
+                "AppAttestHTTP", "AppAttest", "AppAttestWire",
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,71 +1,126 @@
 import AppAttest
-import AppAttestStore
+package import AppAttestStore
 import Foundation
 import Synchronization
 
-/// Group commit for assertion acceptances: up to ``maximumFlushes`` transactions run at once; while they all run, the
-/// acceptances that arrive wait, and go to the store together in the next one (at most ``maximumBatch``). Under load
-/// many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a quiet store
-/// sees batches of one, without delay.
+/// Group commit for assertion acceptances, while ``run()`` runs (as ``AppAttestService/run()``, a service of the
+/// application's lifecycle): ``maximumFlushes`` workers each take what is pending (at most ``maximumBatch``) into one
+/// transaction; the acceptances that arrive while both commit wait, and go to the store together in the next one.
+/// Under load many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a
+/// quiet store sees batches of one, without delay. While nothing runs it, each acceptance is a transaction of its own,
+/// on the caller's task.
 ///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
 /// loses only acceptances that were never acknowledged.
 package final class AcceptanceBatcher: Sendable {
-    typealias Waiter = CheckedContinuation<AssertionAcceptanceOutcome, any Error>
+    typealias Waiter = CheckedContinuation<AssertionAcceptanceOutcome?, any Error>
 
     private struct State {
         var pending: [(AssertionAcceptance, Waiter)] = []
-        var flushes = 0
+        /// Workers waiting for an acceptance.
+        var idle: [CheckedContinuation<Void, Never>] = []
+        /// How many `run()` calls are running.
+        var runs = 0
     }
 
     private let store: any AppAttestStore
     private let state = Mutex(State())
     package static let maximumBatch = AssertionAcceptance.maximumBatchSize
     /// Transactions in flight at once: one committing while the next forms. More only make batches smaller, at more
-    /// CPU per assertion (`Scripts/load.sh` measures it; CHANGELOG has the figures); SQLite's writes are serial anyway.
+    /// CPU per assertion (`Scripts/load.sh` measures it); SQLite's writes are serial anyway.
     static let maximumFlushes = 2
 
-    init(store: any AppAttestStore) { self.store = store }
+    package init(store: any AppAttestStore) { self.store = store }
 
     /// The acceptance's outcome, once the transaction that holds it has committed.
-    func accept(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
+    package func accept(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
+        let queued: AssertionAcceptanceOutcome?
         do {
-            return try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                let starts = state.withLock { state -> Bool in
+            queued = try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                let (enqueued, worker) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+                    guard state.runs > 0 else { return (false, nil) }
                     state.pending.append((acceptance, waiter))
-                    guard state.flushes < Self.maximumFlushes else { return false }
-                    state.flushes += 1
-                    return true
+                    return (true, state.idle.popLast())
                 }
-                if starts { Task { await self.flush() } }
+                if enqueued { worker?.resume() } else { waiter.resume(returning: nil) }
             }
         } catch let error as StoreError {
             throw error
         } catch {
             throw StoreError(.unavailable, "\(error)")
         }
+        if let queued { return queued }
+        // Nothing runs the group commit: a transaction of its own.
+        let outcomes = try await store.acceptAssertions([acceptance])
+        guard outcomes.count == 1 else {
+            throw StoreError(.corrupted, "the store answered \(outcomes.count) outcomes for 1")
+        }
+        return outcomes[0]
     }
 
-    /// Runs batches until nothing is pending.
-    private func flush() async {
+    /// Runs the group commit until the task is cancelled; then what is still pending is committed, and later
+    /// acceptances are transactions of their own again. Calls may overlap (each adds its workers).
+    package func run() async {
+        state.withLock { $0.runs += 1 }
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<Self.maximumFlushes { group.addTask { await self.work() } }
+            }
+        } onCancel: {
+            let idle = state.withLock { state in
+                defer { state.idle.removeAll() }
+                return state.idle
+            }
+            for worker in idle { worker.resume() }
+        }
+        // An acceptance queued after the last worker looked and before this run ended is still answered.
         while true {
             let batch = state.withLock { state -> [(AssertionAcceptance, Waiter)] in
-                let batch = Array(state.pending.prefix(Self.maximumBatch))
-                state.pending.removeFirst(batch.count)
-                if batch.isEmpty { state.flushes -= 1 }
-                return batch
+                if state.pending.isEmpty { state.runs -= 1 }
+                return take(from: &state)
             }
             if batch.isEmpty { return }
-            do {
-                let outcomes = try await store.acceptAssertions(batch.map(\.0))
-                guard outcomes.count == batch.count else {
-                    throw StoreError(.corrupted, "the store answered \(outcomes.count) outcomes for \(batch.count)")
-                }
-                for ((_, waiter), outcome) in zip(batch, outcomes) { waiter.resume(returning: outcome) }
-            } catch {
-                for (_, waiter) in batch { waiter.resume(throwing: error) }
+            await commit(batch)
+        }
+    }
+
+    /// A worker: commits what is pending, batch after batch, until cancelled with nothing pending.
+    private func work() async {
+        while true {
+            let batch = state.withLock { take(from: &$0) }
+            if !batch.isEmpty {
+                await commit(batch)
+                continue
             }
+            if Task.isCancelled { return }
+            await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in
+                // Checked under the lock that the cancellation handler and `accept` take: no wake-up is lost.
+                let waits = state.withLock { state -> Bool in
+                    guard state.pending.isEmpty, !Task.isCancelled else { return false }
+                    state.idle.append(worker)
+                    return true
+                }
+                if !waits { worker.resume() }
+            }
+        }
+    }
+
+    private func take(from state: inout State) -> [(AssertionAcceptance, Waiter)] {
+        let batch = Array(state.pending.prefix(Self.maximumBatch))
+        state.pending.removeFirst(batch.count)
+        return batch
+    }
+
+    private func commit(_ batch: [(AssertionAcceptance, Waiter)]) async {
+        do {
+            let outcomes = try await store.acceptAssertions(batch.map(\.0))
+            guard outcomes.count == batch.count else {
+                throw StoreError(.corrupted, "the store answered \(outcomes.count) outcomes for \(batch.count)")
+            }
+            for ((_, waiter), outcome) in zip(batch, outcomes) { waiter.resume(returning: outcome) }
+        } catch {
+            for (_, waiter) in batch { waiter.resume(throwing: error) }
         }
     }
 }

@@ -28,7 +28,7 @@ public struct AppAttestService: Sendable {
     public let counterPolicy: AppAttestVerifier.CounterPolicy
     let now: @Sendable () -> Date
     let keyCache: KeyCache
-    private let batcher: AcceptanceBatcher
+    let batcher: AcceptanceBatcher
 
     /// A service over a store.
     /// - Parameters:

@@ -2,7 +2,8 @@ public import Foundation
 
 extension AppAttestService {
     /// Bounds on unused, unexpired challenges, so that nobody can grow the store by asking for challenges and never
-    /// using them. Expired ones stop counting at once and are deleted by ``AppAttestChallengePurger``.
+    /// using them. Expired ones stop counting at once and are deleted by the service's background work
+    /// (``AppAttestService/run(challengePurgeInterval:logger:)``).
     public struct ChallengeLimits: Sendable, Hashable {
         /// Reserved for one key: a new one replaces the key's oldest beyond this.
         public var perKey: Int

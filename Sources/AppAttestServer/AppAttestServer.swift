@@ -183,16 +183,19 @@ public final class AppAttestServer: Sendable {
             logger: logger)
     }
 
-    /// What `run` runs: the HTTP application and, when App IDs are configured, the purge of expired challenges
-    /// every `challengePurgeIntervalSeconds`.
+    /// What `run` runs: when App IDs are configured, the service's background work (group commit, and the purge
+    /// of expired challenges every `challengePurgeIntervalSeconds`), then the HTTP application, which therefore
+    /// stops first.
     package func makeServices() -> [any Service] {
-        var services: [any Service] = [makeApplication()]
+        var services: [any Service] = []
         if let service {
             services.append(
-                AppAttestChallengePurgeService(
+                AppAttestBackgroundService(
                     service: service,
-                    interval: .nanoseconds(Int64(configuration.challengePurgeIntervalSeconds * 1e9))))
+                    challengePurgeInterval: .nanoseconds(Int64(configuration.challengePurgeIntervalSeconds * 1e9)),
+                    logger: logger))
         }
+        services.append(makeApplication())
         return services
     }
 

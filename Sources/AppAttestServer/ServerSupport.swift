@@ -1,6 +1,6 @@
 #if Service
 import AppAttest
-import AppAttestCrypto
+import Crypto
 import Foundation
 import Synchronization
 import Metrics
@@ -19,7 +19,7 @@ struct Caller: Sendable {
 /// The callers' bearer tokens, kept as SHA-256 digests and compared in constant time: every configured token is
 /// compared on every request, so the time taken says nothing about which one (or how much of one) matched.
 struct BearerTokens: Sendable {
-    private let entries: [(caller: Caller, digest: [UInt8])]
+    private let entries: [(caller: Caller, digest: SHA256.Digest)]
 
     init(_ tokens: [ServerConfiguration.Token]) {
         entries = tokens.map { token in
@@ -27,7 +27,7 @@ struct BearerTokens: Sendable {
             let appIDs = token.appIds.map { Set($0.compactMap { try? AppID($0) }) }
             return (
                 Caller(name: token.name, permissions: permissions, appIDs: appIDs),
-                AppAttestSHA256.hash(Array(token.token.utf8))
+                SHA256.hash(data: Array(token.token.utf8))
             )
         }
     }
@@ -40,9 +40,10 @@ struct BearerTokens: Sendable {
         guard let authorization, authorization.utf8.count <= 1024 else { return nil }
         let prefix = "bearer "
         guard authorization.lowercased().hasPrefix(prefix) else { return nil }
-        let presented = AppAttestSHA256.hash(Array(authorization.utf8.dropFirst(prefix.utf8.count)))
+        let presented = SHA256.hash(data: Array(authorization.utf8.dropFirst(prefix.utf8.count)))
         var found: Caller?
-        for entry in entries where constantTimeEquals(entry.digest, presented) && found == nil {
+        // swift-crypto compares digests in constant time.
+        for entry in entries where entry.digest == presented && found == nil {
             found = entry.caller
         }
         return found

@@ -1,4 +1,8 @@
 /// What the store did with an ``AssertionAcceptance``: on a refusal nothing changed, and the outcome says why.
+///
+/// An enum on purpose, and a closed one: every store returns these, and the service switches over them, so the set
+/// is part of the store contract. A new outcome would change what every store must be able to answer, and comes with
+/// a new major version; new store abilities come as new protocol requirements with default implementations instead.
 public enum AssertionAcceptanceOutcome: Sendable, Hashable {
     /// The counter was recorded and the challenge, if any, consumed; the key's highest counter is now this.
     case accepted(highestCounter: UInt32)

@@ -41,8 +41,9 @@ public struct AppAttestApplication: Sendable {
         return service
     }
 
-    /// Installs the service; its store is closed when the application shuts down, and expired challenges are purged
-    /// every `purgeInterval` while it runs (nil: never).
+    /// Installs the service and runs its background work (``AppAttestBackgroundLifecycle``: the group commit of
+    /// assertion acceptances, and the purge of expired challenges every `purgeInterval`) from boot to shutdown; at
+    /// shutdown the last acceptances are committed, then the store is closed.
     /// - Parameters:
     ///   - service: the service.
     ///   - purgeInterval: how often expired challenges are deleted (nil: never).
@@ -52,10 +53,9 @@ public struct AppAttestApplication: Sendable {
     {
         application.storage[Key.self] = service
         if rendersProblems { application.middleware.use(AppAttestProblemMiddleware()) }
+        // Handlers shut down in reverse order: the background work ends before the store is closed.
         application.lifecycle.use(StoreCloser(store: service.store))
-        if let purgeInterval {
-            application.lifecycle.use(AppAttestPurgeLifecycle(service: service, interval: purgeInterval))
-        }
+        application.lifecycle.use(AppAttestBackgroundLifecycle(service: service, challengePurgeInterval: purgeInterval))
     }
 
     /// The middleware that protects routes, on the installed service.

@@ -13,7 +13,7 @@ import Glibc
 /// so that a handful of them cannot hold every connection the server allows.
 @Suite("appattest serve: clients that never read their answers")
 struct ConnectionGuardTests {
-    typealias H = ServerHardeningTests
+    typealias H = ServeOperationTests
 
     /// Sends pipelined `/ping` requests without reading anything, for `seconds` or until the server stops taking them.
     static func flood(_ descriptor: Int32, seconds: Double) {

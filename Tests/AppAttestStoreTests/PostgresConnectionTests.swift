@@ -9,7 +9,7 @@ import Testing
 
 /// How the PostgreSQL store connects: TLS as `sslmode` says, a client the application owns, and a bounded start-up.
 /// The TLS cases need `APPATTEST_POSTGRES_CA` (the CA of the test server's certificate; `.ci/run` sets it).
-@Suite("PostgreSQL connections (audit finding 11)")
+@Suite("PostgreSQL connections: TLS as sslmode says, the application's client, a bounded start-up")
 struct PostgresConnectionTests {
     static var url: String? { Backend.postgresURL }
     static var caFile: String? { ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_CA"] }

@@ -5,9 +5,10 @@ import AppAttestTesting
 import Foundation
 import Testing
 
-/// The audit's findings about challenges and the environment policy, on every backend.
-@Suite("Challenges and policy (audit findings)")
-struct AuditFindingTests {
+/// Challenges reserved for a key or a user, their bounds and purge, and App IDs that accept production only, on every
+/// backend.
+@Suite("Challenges and environments: reservations, bounds, purge, production-only App IDs")
+struct ChallengePolicyTests {
     /// A clientData that carries `challenge`, as an app would build it.
     func clientData(_ challenge: [UInt8]) -> [UInt8] {
         challenge + Array("GET /profile\n".utf8)
@@ -162,14 +163,14 @@ struct AuditFindingTests {
         #expect(try await outstanding() == (1, 1))
     }
 
-    @Test("the purger deletes expired challenges by itself", arguments: Backend.available)
+    @Test("the service's background work deletes expired challenges by itself", arguments: Backend.available)
     func purger(_ backend: Backend) async throws {
         let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_200_000_000))
         defer { harness.close() }
         let issued = try await harness.service.issueChallenge(purpose: "attestation").challenge
         harness.clock.advance(301)
         let purging = Task {
-            await AppAttestChallengePurger(service: harness.service, interval: .milliseconds(50)).run()
+            await harness.service.run(challengePurgeInterval: .milliseconds(50))
         }
         defer { purging.cancel() }
         var gone = false

@@ -17,9 +17,10 @@ import Testing
 import Glibc
 #endif
 
-/// The findings of the independent audit of `appattest serve`, each reproduced here.
-@Suite("appattest serve: audit findings")
-struct ServerHardeningTests {
+/// What an operator relies on: probes, background work, settings refused when out of range, token files and
+/// permissions, connection timeouts and limits.
+@Suite("appattest serve: probes, settings, tokens and connection limits")
+struct ServeOperationTests {
     typealias F = Fixture
 
     @Test("probes: /health/live answers 200 while the store is down; /health/ready (and /health) answer 503")
@@ -40,10 +41,14 @@ struct ServerHardeningTests {
         await server.close()
     }
 
-    @Test("serve runs the purge of expired challenges beside the HTTP server")
-    func purgeRunsInServe() async throws {
+    @Test("serve runs the service's background work (group commit, challenge purge), stopped after its HTTP server")
+    func backgroundRunsInServe() async throws {
         try await F.withServer { server, _ in
-            #expect(server.makeServices().contains { $0 is AppAttestChallengePurgeService })
+            let services = server.makeServices()
+            // A ServiceGroup stops its services in reverse order: the server first, then the background work.
+            #expect(services.first is AppAttestBackgroundService)
+            #expect(!(services.last is AppAttestBackgroundService))
+            #expect(services.count == 2)
         }
     }
 

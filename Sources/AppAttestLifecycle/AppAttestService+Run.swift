@@ -1,0 +1,41 @@
+import AppAttestStore
+import Foundation
+public import Logging
+
+extension AppAttestService {
+    /// The service's background work, for as long as the task runs: the group commit of assertion acceptances
+    /// (many assertions share one transaction under load) and, every `challengePurgeInterval`, the deletion of
+    /// expired challenges. Returns when the task is cancelled, once every acceptance it took is committed.
+    ///
+    /// Run it beside your server: Hummingbird's `AppAttestBackgroundService` runs it as a service of the
+    /// application's `ServiceGroup`, Vapor's `app.appAttest.use(_:)` from boot to shutdown, `appattest serve` always.
+    /// The service works without it, more slowly under load: each acceptance is then a transaction of its own, and
+    /// expired challenges are refused but stay in the store until ``purgeExpiredChallenges()`` is called.
+    /// - Parameters:
+    ///   - challengePurgeInterval: time between two purges of expired challenges (nil: never).
+    ///   - logger: where a failed purge is logged (it is retried at the next interval).
+    public func run(
+        challengePurgeInterval: Duration? = .seconds(60),
+        logger: Logger = Logger(label: "appattest", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await batcher.run() }
+            if let challengePurgeInterval {
+                group.addTask { await purgeChallenges(every: challengePurgeInterval, logger: logger) }
+            }
+        }
+    }
+
+    /// Purges every `interval` until the task is cancelled.
+    private func purgeChallenges(every interval: Duration, logger: Logger) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            do {
+                let deleted = try await purgeExpiredChallenges()
+                if deleted > 0 { logger.debug("expired challenges deleted", metadata: ["count": "\(deleted)"]) }
+            } catch {
+                logger.warning("purging expired challenges failed", metadata: ["error": "\(error.code)"])
+            }
+        }
+    }
+}
