@@ -101,12 +101,33 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
         self.rawValue = Array(rawValue)
     }
 
-    /// Decodes the standard Base64 form the app sends (44 characters with padding). Base64URL is not accepted:
-    /// the transport encoding is decided once (<doc:VerifyingAttestations>, <doc:SecurityModel>).
-    /// - Throws: ``AppAttestError/Code/malformed`` when the text is not standard Base64 of 32 bytes.
+    /// Decodes a keyId in either spelling a client may send: standard Base64 (what `generateKey` returns) or
+    /// Base64URL, with its padding `=` or without (44 or 43 characters). Keys are compared as bytes, so every
+    /// spelling of one keyId names the same key (<doc:VerifyingAttestations>).
+    /// - Throws: ``AppAttestError/Code/malformed`` when the text is not 32 bytes in one of those spellings (the two
+    ///   alphabets mixed in one text, for instance).
     public init(base64Encoded text: String) throws(AppAttestError) {
-        guard text.utf8.count == 44, let data = Data(base64Encoded: text) else {
-            throw AppAttestError(.malformed, "a keyId is 44 characters of standard Base64")
+        var bytes = Array(text.utf8)
+        guard bytes.count == 43 || (bytes.count == 44 && bytes[43] == UInt8(ascii: "=")) else {
+            throw AppAttestError(.malformed, "a keyId is 43 or 44 characters of Base64 or Base64URL")
+        }
+        var standard = false
+        var url = false
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "+"), UInt8(ascii: "/"): standard = true
+            case UInt8(ascii: "-"):
+                url = true
+                bytes[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"):
+                url = true
+                bytes[index] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        if bytes.count == 43 { bytes.append(UInt8(ascii: "=")) }
+        guard !(standard && url), let data = Data(base64Encoded: Data(bytes)) else {
+            throw AppAttestError(.malformed, "a keyId is 43 or 44 characters of Base64 or Base64URL")
         }
         try self.init(rawValue: data)
     }

@@ -49,12 +49,6 @@ public struct AppAttestHTTPOperations: Sendable {
         package var userId: String?
     }
 
-    struct AttestationResponse: Encodable {
-        var keyId: String
-        var appId: String
-        var environment: String
-    }
-
     /// Issues a challenge (body `{"purpose", "keyId"?}`); `userID` comes from your authentication, never the body.
     /// - Parameters:
     ///   - body: the request's JSON.
@@ -105,10 +99,7 @@ public struct AppAttestHTTPOperations: Sendable {
             let record = try await registerAttestation(
                 keyID: request.keyId, attestationObject: request.attestationObject, challenge: request.challenge,
                 userID: userID)
-            return .json(
-                AttestationResponse(
-                    keyId: record.keyID.base64EncodedString, appId: record.key.appID.rawValue,
-                    environment: record.key.environment.rawValue))
+            return .json(AppAttestKeyDocument(record))
         } catch {
             return .problem(error)
         }

@@ -162,6 +162,44 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         return store
     }
 
+    /// A store on `client`, which the application runs as a service of its `ServiceGroup` (listed before the
+    /// services that use the store, so that it stops after them), once the database is migrated. The migration runs
+    /// here through a client of its own, run and stopped within this call, so that `client` need not be running yet:
+    /// the store is ready before the group starts. The store never stops `client`.
+    /// - Parameters:
+    ///   - client: the client your service group will run.
+    ///   - configuration: its configuration, for the migration's client.
+    ///   - logger: where the store logs.
+    ///   - startupTimeout: how long to wait for the database before failing.
+    ///   - operationTimeout: how long one operation may take once started (``operationTimeout``).
+    package static func migratedBeforeRunning(
+        client: PostgresClient, configuration: PostgresClient.Configuration, logger: Logger,
+        startupTimeout: Duration, operationTimeout: Duration
+    ) async throws(StoreError) -> PostgresAppAttestStore {
+        // The migration's client logs nothing of its own (a lease can precede its run loop by a moment).
+        let migrationClient = PostgresClient(
+            configuration: configuration,
+            backgroundLogger: Logger(
+                label: "AppAttestPostgres",
+                factory: { _ in
+                    SwiftLogNoOpLogHandler()
+                }))
+        let migrator = PostgresAppAttestStore(
+            client: migrationClient, logger: logger, operationTimeout: operationTimeout)
+        let migrated: Result<Void, StoreError> = await withTaskGroup(of: Void.self) { group in
+            group.addTask { await migrationClient.run() }
+            defer { group.cancelAll() }
+            do throws(StoreError) {
+                try await migrator.migrate(within: startupTimeout)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try migrated.get()
+        return PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
+    }
+
     init(client: PostgresClient, logger: Logger, operationTimeout: Duration) {
         self.client = client
         self.logger = logger

@@ -14,6 +14,7 @@ public import Hummingbird
 import HummingbirdCore
 public import Logging
 import NIOCore
+import PostgresNIO
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -51,7 +52,10 @@ public final class AppAttestServer: Sendable {
     let refresher: ReceiptRefresher?
     /// The clock the service runs on (tests move it).
     let now: @Sendable () -> Date
-    private let closeStore: @Sendable () async -> Void
+    /// The PostgreSQL client, when the database is PostgreSQL: a service of ``run()``'s group.
+    let postgresClient: PostgresClient?
+    /// Whether the store is the configured database's (closed by ``close()``) rather than the caller's.
+    private let ownsStore: Bool
 
     /// Opens the store, checks the configuration, and loads the tokens (generating one into `tokenFile`, mode
     /// 0600, when none is configured).
@@ -78,23 +82,24 @@ public final class AppAttestServer: Sendable {
             try ReceiptRefresher(apple, validator: receiptValidator, logger: logger)
         }
         let store: any AppAttestStore
-        let closeStore: @Sendable () async -> Void
+        var postgresClient: PostgresClient?
         if let givenStore {
             store = givenStore
-            closeStore = {}
         } else if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
-            let postgres = try await PostgresAppAttestStore.connect(
-                url: configuration.database, logger: logger,
+            // The client is a service of `run`'s group, listed first so that it stops last; the database is
+            // migrated here, before anything runs.
+            let clientConfiguration = try PostgresAppAttestStore.configuration(url: configuration.database)
+            let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+            store = try await PostgresAppAttestStore.migratedBeforeRunning(
+                client: client, configuration: clientConfiguration, logger: logger,
                 startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)),
                 operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
-            store = postgres
-            closeStore = { postgres.shutdown() }
+            postgresClient = client
         } else {
             let path =
                 configuration.database.hasPrefix("sqlite:")
                 ? String(configuration.database.dropFirst("sqlite:".count)) : configuration.database
             store = try SQLiteAppAttestStore(path: path)
-            closeStore = {}
         }
         var service: AppAttestService?
         if let verifierConfiguration {
@@ -115,13 +120,13 @@ public final class AppAttestServer: Sendable {
         }
         return AppAttestServer(
             configuration: configuration, service: service, store: store, metrics: metrics, logger: logger,
-            refresher: refresher, now: now, closeStore: closeStore)
+            refresher: refresher, now: now, postgresClient: postgresClient, ownsStore: givenStore == nil)
     }
 
     private init(
         configuration: ServerConfiguration, service: AppAttestService?, store: any AppAttestStore,
         metrics: ServerMetrics, logger: Logger, refresher: ReceiptRefresher?, now: @escaping @Sendable () -> Date,
-        closeStore: @escaping @Sendable () async -> Void
+        postgresClient: PostgresClient?, ownsStore: Bool
     ) {
         self.now = now
         self.configuration = configuration
@@ -135,7 +140,8 @@ public final class AppAttestServer: Sendable {
             AppAttestRateLimiter(ratePerSecond: $0.requestsPerSecond, burst: $0.burst)
         }
         self.refresher = refresher
-        self.closeStore = closeStore
+        self.postgresClient = postgresClient
+        self.ownsStore = ownsStore
     }
 
     /// Replaces the accepted bearer tokens at once, without a restart (`appattest serve` does it on SIGHUP): rotate
@@ -152,8 +158,11 @@ public final class AppAttestServer: Sendable {
         return tokens.map(\.name)
     }
 
-    /// Closes the store (after the HTTP server stopped).
-    public func close() async { await closeStore() }
+    /// Closes the store it opened (after the HTTP server stopped; a PostgreSQL client is stopped by ``run()``'s
+    /// group, as its last service).
+    public func close() async {
+        if ownsStore { await store.close() }
+    }
 
     /// The Hummingbird application on the configured host and port.
     ///
@@ -183,11 +192,12 @@ public final class AppAttestServer: Sendable {
             logger: logger)
     }
 
-    /// What `run` runs: when App IDs are configured, the service's background work (group commit, and the purge
-    /// of expired challenges every `challengePurgeIntervalSeconds`), then the HTTP application, which therefore
-    /// stops first.
+    /// What `run` runs, in the order a `ServiceGroup` starts them (it stops them in reverse): the PostgreSQL client
+    /// when the database is PostgreSQL; when App IDs are configured, the service's background work (group commit,
+    /// and the purge of expired challenges every `challengePurgeIntervalSeconds`); then the HTTP application.
     package func makeServices() -> [any Service] {
         var services: [any Service] = []
+        if let postgresClient { services.append(postgresClient) }
         if let service {
             services.append(
                 AppAttestBackgroundService(
@@ -197,6 +207,16 @@ public final class AppAttestServer: Sendable {
         }
         services.append(makeApplication())
         return services
+    }
+
+    /// Runs `body` with every service but the HTTP application running (the PostgreSQL client, the background
+    /// work), for tests that drive the router directly or run the application on its own.
+    package func withSupportingServices<T>(_ body: () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            for service in makeServices().dropLast() { group.addTask { try await service.run() } }
+            defer { group.cancelAll() }
+            return try await body()
+        }
     }
 
     /// Raises this process's soft limit on open files to its hard limit, as servers commonly do, so that a low

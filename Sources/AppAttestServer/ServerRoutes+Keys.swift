@@ -15,7 +15,7 @@ import NIOCore
 extension AppAttestServer {
     func key(_ keyID: KeyID) async -> AppAttestHTTPResponse {
         guard let service else { return .problem(Self.notConfigured) }
-        do { return .json(KeyResponse(try await service.key(keyID))) } catch {
+        do { return .json(AppAttestKeyDocument(try await service.key(keyID))) } catch {
             return .problem(Self.problem(error))
         }
     }

@@ -49,9 +49,8 @@ extension AppAttestServer {
         let result: AppAttestHTTPResponse
         if let refusal = Self.refusal(context, permission) {
             result = refusal
-        } else if let text = context.parameters.get("keyId"),
-            let raw = RequestBindingLayout.decodeBase64URL(text, limit: 64),
-            let keyID = try? KeyID(rawValue: raw)
+        } else if let text = context.parameters.get("keyId"), text.utf8.count <= 64,
+            let keyID = try? KeyID(base64Encoded: text.removingPercentEncoding ?? text)
         {
             if let refusal = await outOfScope(keyID, context.scope) {
                 result = .problem(refusal)
@@ -59,7 +58,7 @@ extension AppAttestServer {
                 result = await body(keyID)
             }
         } else {
-            result = .problem(.malformed("keyId in the path is Base64URL of 32 bytes"))
+            result = .problem(.malformed("keyId in the path is 32 bytes of Base64URL or Base64 (percent-encoded)"))
         }
         return finish(result, context, operation: operation, start: start)
     }

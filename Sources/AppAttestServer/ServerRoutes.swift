@@ -63,12 +63,12 @@ extension AppAttestServer {
                         try AppAttestAssertionInput(json: bytes),
                         timestampWindow: .seconds(self.configuration.timestampWindowSeconds), now: self.now(),
                         authorize: { keyID in await self.outOfScope(keyID, context.scope) })
-                    var response = KeyResponse(authenticated.record)
+                    var response = AppAttestKeyDocument(authenticated.record)
                     if let next = authenticated.nextChallenge {
                         response.nextChallenge = RequestBindingLayout.base64URL(next.challenge)
                         response.nextChallengeExpiresAt = next.expiresAt
                     }
-                    // The hot path's answer, written directly (the same JSON as JSONEncoder's; KeyResponseTests).
+                    // The hot path's answer, written directly (the same JSON as JSONEncoder's; KeyDocumentTests).
                     return AppAttestHTTPResponse(
                         status: .ok, headerFields: [.contentType: "application/json"], body: response.json)
                 } catch {
@@ -129,7 +129,7 @@ extension AppAttestServer {
         }
         do {
             return .json(
-                KeyResponse(
+                AppAttestKeyDocument(
                     try await operations.registerAttestation(
                         keyID: body.keyId, attestationObject: body.attestationObject, challenge: body.challenge,
                         userID: body.userId)))

@@ -67,7 +67,8 @@ final class ServeBackend: Backend {
         configuration.counterReorderWindow = 64
         configuration.rateLimit = nil
         let server = try await AppAttestServer.open(configuration: configuration, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [server.makeApplication()], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(services: server.makeServices().map { .init(service: $0) }, logger: logger))
         let task = Task { try await group.run() }
         serve.withLock { $0 = (server, group, task) }
         try await E2E.waitUntilUp(serveURL.appendingPathComponent("ping"))

@@ -166,7 +166,7 @@ struct ServerLifecycleTests {
             }
         }
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
+            configuration: .init(services: server.makeServices().map { .init(service: $0) }, logger: server.logger))
         let running = Task { try await group.run() }
         let base = "http://127.0.0.1:\(configuration.port)"
         // Wait until it answers.

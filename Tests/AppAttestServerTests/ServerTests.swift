@@ -75,7 +75,9 @@ enum Fixture {
         change(&configuration)
         let server = try await AppAttestServer.open(configuration: configuration)
         do {
-            let result = try await server.makeApplication().test(.router) { client in try await body(server, client) }
+            let result = try await server.withSupportingServices {
+                try await server.makeApplication().test(.router) { client in try await body(server, client) }
+            }
             await server.close()
             return result
         } catch {
@@ -94,7 +96,7 @@ enum Fixture {
         change(&configuration)
         let server = try await AppAttestServer.open(configuration: configuration)
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: server.makeApplication())], logger: server.logger))
+            configuration: .init(services: server.makeServices().map { .init(service: $0) }, logger: server.logger))
         let running = Task { try await group.run() }
         var failure: (any Error)?
         do { try await body(configuration.port) } catch { failure = error }
@@ -140,6 +142,25 @@ struct ServerTests {
             """)
         #expect(registered.status == .ok, "\(String(buffer: registered.body))")
         #expect(F.json(registered)["counter"] as? Int == 0)
+    }
+
+    @Test("a keyId in any spelling names its key: Base64URL or percent-encoded Base64 in a path, Base64URL in JSON")
+    func keyIDSpellings() async throws {
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let standard = device.keyID.base64EncodedString
+        let url = RequestBindingLayout.base64URL(device.keyID.rawValue)
+        try await F.withServer { _, client in
+            try await register(client, device, userId: nil)
+            let encoded = try #require(standard.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            for spelling in [url, encoded, url + "="] {
+                let response = try await client.execute(
+                    uri: "/v1/keys/" + spelling, method: .get, headers: F.headers())
+                #expect(response.status == .ok, "\(spelling): \(String(buffer: response.body))")
+                #expect(F.json(response)["keyId"] as? String == standard)
+            }
+            let issued = try await post(client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(url)"}"#)
+            #expect(issued.status == .ok, "\(String(buffer: issued.body))")
+        }
     }
 
     @Test(
@@ -418,7 +439,7 @@ import AppAttestHTTP
 
 /// The hot path writes its answer without JSONEncoder; it must be byte for byte what JSONEncoder writes.
 @Suite("appattest serve: the answer's JSON")
-struct KeyResponseTests {
+struct KeyDocumentTests {
     @Test("the direct JSON equals JSONEncoder's, with and without the optional fields and with awkward strings")
     func sameAsEncoder() throws {
         let encoder = JSONEncoder()
@@ -439,7 +460,7 @@ struct KeyResponseTests {
                     createdAt: Date(timeIntervalSince1970: 946_684_800),
                     receiptUpdatedAt: Date(timeIntervalSince1970: 2_000_000_000.5),
                     revokedAt: revoked)
-                var response = AppAttestServer.KeyResponse(record)
+                var response = AppAttestKeyDocument(record)
                 if revoked != nil {
                     response.nextChallenge = "abc-_"
                     response.nextChallengeExpiresAt = Date(timeIntervalSince1970: 1_800_000_000)

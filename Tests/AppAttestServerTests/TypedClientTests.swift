@@ -27,7 +27,7 @@ struct TypedClientTests {
         configuration.counterReorderWindow = 8
         let server = try await AppAttestServer.open(configuration: configuration)
         let group = ServiceGroup(
-            configuration: .init(services: [server.makeApplication()], logger: server.logger))
+            configuration: .init(services: server.makeServices().map { .init(service: $0) }, logger: server.logger))
         let running = Task { try await group.run() }
         let url = try #require(URL(string: "http://127.0.0.1:\(configuration.port)"))
         let client = Client(serverURL: url, token: F.tokenA)

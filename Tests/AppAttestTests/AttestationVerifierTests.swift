@@ -227,11 +227,28 @@ struct AttestationVerifierTests {
         expectCode(.environmentMismatch) { _ = try verify(object, using: production) }
     }
 
-    @Test("a keyId of the wrong length or encoding is malformed")
-    func keyIDs() {
+    @Test("a keyId in Base64 or Base64URL, padded or not, is the same key; anything else is malformed")
+    func keyIDs() throws {
         #expect(throws: AppAttestError.self) { try KeyID(base64Encoded: "abc") }
         #expect((try? KeyID(base64Encoded: String(repeating: "A", count: 43) + "=")) != nil)
-        #expect(throws: AppAttestError.self) { try KeyID(base64Encoded: String(repeating: "-", count: 43) + "=") }
+        // Bytes chosen so that the standard spelling holds both '+' and '/'.
+        let raw: [UInt8] = [0xFB, 0xFF, 0xBF] + (0..<29).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        let key = try KeyID(rawValue: raw)
+        let standard = key.base64EncodedString
+        #expect(standard.contains("+") && standard.contains("/") && standard.hasSuffix("="))
+        let url = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        for spelling in [standard, String(standard.dropLast()), url, String(url.dropLast())] {
+            #expect(try KeyID(base64Encoded: spelling) == key, "\(spelling)")
+        }
+        // The two alphabets mixed, a wrong length or padding, characters of neither.
+        let mixed = "-" + standard.dropFirst(1)
+        for bad in [
+            mixed, standard + "=", String(standard.dropLast(2)), String(standard.dropLast()) + "A",
+            String(standard.dropLast(2)) + "==", "*" + standard.dropFirst(1),
+        ] {
+            #expect(throws: AppAttestError.self, "\(bad)") { try KeyID(base64Encoded: bad) }
+        }
+        #expect(throws: AppAttestError.self) { try KeyID(base64Encoded: String(repeating: "-", count: 43) + "==") }
         #expect(throws: AppAttestError.self) { try KeyID(rawValue: [UInt8](repeating: 0, count: 31)) }
         do { _ = try KeyID(rawValue: [1, 2, 3]) } catch { #expect(error.code == .malformed) }
     }

@@ -1,0 +1,122 @@
+internal import AppAttestWire
+internal import Crypto
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension AppAttestClient {
+    /// What the client data binds of a request, checked once before any key work.
+    struct RequestParts {
+        var method: String
+        var pathAndQuery: String
+        var bodySHA256: [UInt8]
+
+        init(_ request: URLRequest) throws(AppAttestClientError) {
+            guard let url = request.url, let pathAndQuery = AppAttestClient.pathAndQuery(of: url) else {
+                throw AppAttestClientError(.unsupportedRequest, "the request has no absolute URL")
+            }
+            let method = (request.httpMethod ?? "GET").uppercased()
+            guard RequestBindingLayout.isValidMethod(method) else {
+                throw AppAttestClientError(.unsupportedRequest, "the method is not an HTTP token of at most 20 bytes")
+            }
+            guard RequestBindingLayout.isValidPathAndQuery(pathAndQuery) else {
+                throw AppAttestClientError(
+                    .unsupportedRequest, "the path and query is not a visible-ASCII target of at most 8192 bytes")
+            }
+            guard request.httpBodyStream == nil else {
+                throw AppAttestClientError(.unsupportedRequest, "a streamed body cannot be hashed; set httpBody")
+            }
+            self.method = method
+            self.pathAndQuery = pathAndQuery
+            self.bodySHA256 = Array(SHA256.hash(data: request.httpBody ?? Data()))
+        }
+    }
+
+    /// The challenge that proves this request fresh, in the configured mode; nil in timestamp mode.
+    func proofChallenge(keyID: String) async throws(AppAttestClientError) -> [UInt8]? {
+        switch configuration.freshness.mode {
+        case .challenge: return try await fetchChallenge(purpose: "assertion", keyID: keyID)
+        case .nextChallenge:
+            if let pooled = challenges.popLast() { return pooled }
+            return try await fetchChallenge(purpose: "assertion", keyID: keyID)
+        case .timestamp: return nil
+        }
+    }
+
+    /// `request` with the key's assertion over its binding in the header fields; nil when the key turned out to be
+    /// invalid and was forgotten, so that the caller registers a new one (once per request).
+    func sign(
+        _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?, repaired: inout Set<Repair>
+    ) async throws(AppAttestClientError) -> URLRequest? {
+        var signed = request
+        let clientData: [UInt8]
+        if let challenge {
+            clientData = RequestBindingLayout.clientData(
+                method: parts.method, pathAndQuery: parts.pathAndQuery, bodySHA256: parts.bodySHA256,
+                challenge: challenge)
+            signed.setValue(
+                RequestBindingLayout.base64URL(challenge), forHTTPHeaderField: RequestBindingHeaders.challenge)
+        } else {
+            let milliseconds = Int64(((configuration.now().timeIntervalSince1970 + clockOffset) * 1000).rounded())
+            clientData = RequestBindingLayout.clientData(
+                method: parts.method, pathAndQuery: parts.pathAndQuery, bodySHA256: parts.bodySHA256,
+                timestampMilliseconds: milliseconds)
+            signed.setValue(String(milliseconds), forHTTPHeaderField: RequestBindingHeaders.timestamp)
+        }
+        let assertion: Data
+        do {
+            assertion = try await keyProvider.generateAssertion(
+                keyID, clientDataHash: Data(SHA256.hash(data: clientData)))
+        } catch {
+            let providerError = Self.providerError(error)
+            guard providerError.code == .invalidKey, repaired.insert(.key).inserted else {
+                throw AppAttestClientError(
+                    .keyProvider, "generateAssertion failed: \(providerError)", providerCode: providerError.code)
+            }
+            try await forget(keyID)
+            return nil
+        }
+        signed.setValue(keyID, forHTTPHeaderField: RequestBindingHeaders.keyID)
+        signed.setValue(assertion.base64EncodedString(), forHTTPHeaderField: RequestBindingHeaders.assertion)
+        return signed
+    }
+
+    /// Keeps the next challenge an answer carries, for a later request of the same key.
+    func keepNextChallenge(from response: HTTPURLResponse, keyID: String) {
+        guard configuration.freshness.mode == .nextChallenge, key?.keyID == keyID,
+            let text = response.value(forHTTPHeaderField: RequestBindingHeaders.nextChallenge),
+            let next = RequestBindingLayout.decodeBase64URL(text, limit: 64), !next.isEmpty
+        else { return }
+        challenges.append(next)
+        if challenges.count > Self.maximumPooledChallenges { challenges.removeFirst() }
+    }
+
+    /// Repairs what the server's refusal says, before the request is sent once more.
+    func apply(_ repair: Repair, keyID: String, response: HTTPURLResponse) async throws(AppAttestClientError) {
+        switch repair {
+        case .key: try await forget(keyID)
+        case .challenge: challenges.removeAll()
+        case .counter: break
+        case .clock:
+            if let serverDate = Self.date(response) {
+                clockOffset = serverDate.timeIntervalSince(configuration.now())
+            }
+        }
+    }
+
+    // MARK: The binding
+
+    /// The request target as it travels: the percent-encoded path (`/` when empty, trailing slash kept), then `?`
+    /// and the percent-encoded query when the URL has one. `URL.path` would be wrong: it is percent-decoded and
+    /// drops a trailing slash.
+    static func pathAndQuery(of url: URL) -> String? {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true), components.host != nil
+        else { return nil }
+        var target = components.percentEncodedPath
+        if target.isEmpty { target = "/" }
+        if let query = components.percentEncodedQuery { target += "?" + query }
+        return target
+    }
+}
