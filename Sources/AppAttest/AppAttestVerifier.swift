@@ -54,7 +54,7 @@ public struct AppAttestVerifier: Sendable {
 
     /// The instant at which certificate validity is judged: the system clock at each verification.
     ///
-    /// A fixed instant, for recorded test vectors and replays of old data, is ``fixed(_:)``, behind
+    /// A fixed instant, for recorded test vectors and replays of old data, is `fixed(_:)`, behind
     /// `@_spi(FixedVerificationTime)` so that production code cannot pin time by accident.
     public struct VerificationTime: Sendable, Hashable {
         private let fixedDate: Date?
@@ -115,8 +115,8 @@ public struct AppAttestVerifier: Sendable {
     ///   - attestationObject: the CBOR bytes from `attestKey`.
     ///   - keyID: the key identifier the app sent with it.
     ///   - challenge: the challenge bytes the server issued for this attestation.
-    /// - Returns: the verified key and what came with it; store ``VerifiedAttestation/publicKey`` and
-    ///   ``VerifiedAttestation/receipt`` with counter 0.
+    /// - Returns: the verified key and what came with it; store ``VerifiedAttestation/key`` (its counter is 0)
+    ///   and ``VerifiedAttestation/receipt``.
     /// - Throws: ``AppAttestError`` with the first failed check's code.
     public func verifyAttestation(
         _ attestationObject: some Collection<UInt8>, keyID: KeyID, challenge: some Collection<UInt8>

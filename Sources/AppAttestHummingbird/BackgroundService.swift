@@ -3,7 +3,7 @@ public import AppAttestLifecycle
 public import Logging
 public import ServiceLifecycle
 
-/// Runs an ``AppAttestLifecycle/AppAttestService``'s background work (``AppAttestLifecycle/AppAttestService/run(challengePurgeInterval:logger:)``:
+/// Runs an `AppAttestService`'s background work (`AppAttestService.run(challengePurgeInterval:logger:)`:
 /// the group commit of assertion acceptances and the purge of expired challenges) as a swift-service-lifecycle
 /// service, for as long as the application runs:
 ///

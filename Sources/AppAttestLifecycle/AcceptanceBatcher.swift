@@ -3,7 +3,7 @@ package import AppAttestStore
 import Foundation
 import Synchronization
 
-/// Group commit for assertion acceptances, while ``run()`` runs (as ``AppAttestService/run()``, a service of the
+/// Group commit for assertion acceptances, while ``run()`` runs (as ``AppAttestService/run(challengePurgeInterval:logger:)``, a service of the
 /// application's lifecycle): ``maximumFlushes`` workers each take what is pending (at most ``maximumBatch``) into one
 /// transaction; the acceptances that arrive while both commit wait, and go to the store together in the next one.
 /// Under load many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a

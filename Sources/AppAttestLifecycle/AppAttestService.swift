@@ -3,7 +3,7 @@ public import AppAttestStore
 public import Foundation
 import Synchronization
 
-/// Challenge → attestation → assertions, on any ``AppAttestStore``, so that nobody has to get the
+/// Challenge → attestation → assertions, on any `AppAttestStore`, so that nobody has to get the
 /// read-modify-write of App Attest state right by hand.
 public struct AppAttestService: Sendable {
     /// Challenge purposes.
@@ -181,7 +181,7 @@ public struct AppAttestService: Sendable {
     /// - Parameters:
     ///   - assertion: the CBOR bytes from `generateAssertion`.
     ///   - clientData: the exact bytes the app hashed, and the challenge they bind, if any, at its defined place
-    ///     (``AppAttestClientData``); the challenge must have been issued for ``Purpose/assertion``.
+    ///     (`AppAttestClientData`); the challenge must have been issued for ``Purpose/assertion``.
     ///   - keyID: the key the app says signed it.
     ///   - issuingNextChallenge: also issue a challenge reserved for this key, stored in the same transaction as the
     ///     counter, for the app's next request (``AuthenticatedAssertion/nextChallenge``). Only a request that

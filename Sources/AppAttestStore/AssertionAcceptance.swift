@@ -10,7 +10,7 @@ public struct AssertionAcceptance: Sendable, Hashable {
     /// The assertion's counter.
     public var counter: UInt32
     /// Which counters may be accepted: the policy the verifier admitted the counter under, applied here exactly
-    /// (``AppAttestVerifier/CounterPolicy/advance(highest:seen:counter:)``).
+    /// (`AppAttestVerifier.CounterPolicy.advance(highest:seen:counter:)`).
     public var counterPolicy: AppAttestVerifier.CounterPolicy
     /// The challenge to consume, when the client data binds one.
     public var challenge: ChallengeUse?

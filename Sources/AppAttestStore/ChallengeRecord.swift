@@ -14,7 +14,7 @@ public struct ChallengeRecord: Sendable, Hashable {
     /// When it stops being usable.
     public var expiresAt: Date
     /// Who asked for it (a caller's name, a client's address), so that what one issuer may hold is bounded
-    /// (``AppAttestService/ChallengeLimits/perIssuer``); nil when not known. Stored, not returned by reads.
+    /// (`AppAttestService.ChallengeLimits.perIssuer`); nil when not known. Stored, not returned by reads.
     public var issuer: String?
 
     /// A challenge record.

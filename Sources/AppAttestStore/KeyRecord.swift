@@ -4,7 +4,7 @@ public import Foundation
 /// An attested key as stored: the key assertions are verified with, and what the service keeps beside it.
 ///
 /// Stores decode a row into this once, parsing the point into its verification representation
-/// (``AttestedPublicKey/init(x963Representation:)``), so that nothing downstream handles the raw bytes.
+/// (`AttestedPublicKey.init(x963Representation:)`), so that nothing downstream handles the raw bytes.
 public struct KeyRecord: Sendable, Hashable {
     /// The key: its public key, App ID, environment and highest accepted counter.
     public var key: AttestedKey
