@@ -33,6 +33,9 @@ package final class AcceptanceBatcher: Sendable {
 
     package init(store: any AppAttestStore) { self.store = store }
 
+    /// Whether a `run()` is running (acceptances are then batched).
+    package var isRunning: Bool { state.withLock { $0.runs > 0 } }
+
     /// The acceptance's outcome, once the transaction that holds it has committed.
     package func accept(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
         let queued: AssertionAcceptanceOutcome?

@@ -1,6 +1,7 @@
 import AppAttest
 import AppAttestLifecycle
 import AppAttestStore
+import AppAttestTesting
 import Foundation
 import Synchronization
 import Testing
@@ -10,56 +11,20 @@ import Testing
 @Suite("Group commit of assertion acceptances")
 struct GroupCommitTests {
     /// A memory store whose batch acceptance takes a while and records the size of each batch.
-    final class SlowStore: AppAttestStore, Sendable {
-        let inner = MemoryAppAttestStore()
-        let batches = Mutex<[Int]>([])
-        let delay: Duration
+    struct SlowStore {
+        final class Log: Sendable {
+            let sizes = Mutex<[Int]>([])
+        }
+        let log = Log()
+        let store: ObservedAppAttestStore
 
-        init(delay: Duration) { self.delay = delay }
-
-        func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError) -> [AssertionAcceptanceOutcome] {
-            batches.withLock { $0.append(batch.count) }
-            try? await Task.sleep(for: delay)
-            return try await inner.acceptAssertions(batch)
+        init(delay: Duration) {
+            let log = self.log
+            store = ObservedAppAttestStore(MemoryAppAttestStore()) { batch in
+                log.sizes.withLock { $0.append(batch.count) }
+                try? await Task.sleep(for: delay)
+            }
         }
-        func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
-            try await inner.insertChallenge(record)
-        }
-        func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
-            async throws(StoreError) -> ChallengeRecord?
-        { try await inner.consumeChallenge(challenge, purpose: purpose, keyID: keyID, userID: userID) }
-        func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
-            try await inner.challenge(challenge)
-        }
-        func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
-            try await inner.outstandingChallenges(keyID: keyID, userID: userID, now: now)
-        }
-        func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
-            try await inner.outstandingChallenges(issuer: issuer, now: now)
-        }
-        func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError) {
-            try await inner.insertChallenge(record, keepingAtMost: limit, now: now)
-        }
-        func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
-            try await inner.purgeExpiredChallenges(now: now)
-        }
-        func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
-            try await inner.insertKey(record)
-        }
-        func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
-        func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
-            try await inner.keys(forUser: userID)
-        }
-        func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
-            try await inner.acceptAssertion(acceptance)
-        }
-        func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
-            try await inner.revokeKey(keyID, at: time)
-        }
-        func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
-            -> Bool
-        { try await inner.updateReceipt(keyID, receipt: receipt, riskMetric: riskMetric, at: time) }
-        func close() async {}
     }
 
     /// `count` acceptances at once (of unknown keys: the memory store answers each without a registration); their
@@ -82,21 +47,22 @@ struct GroupCommitTests {
     @Test("without its background work, each acceptance is a transaction of its own")
     func unbatchedWhenNotRunning() async {
         let store = SlowStore(delay: .milliseconds(5))
-        let outcomes = await Self.acceptAll(AcceptanceBatcher(store: store), count: 16)
+        let outcomes = await Self.acceptAll(AcceptanceBatcher(store: store.store), count: 16)
         #expect(outcomes.allSatisfy { $0 == .unknownKey })
-        #expect(store.batches.withLock { $0 } == Array(repeating: 1, count: 16))
+        #expect(store.log.sizes.withLock { $0 } == Array(repeating: 1, count: 16))
     }
 
     @Test("while it runs, acceptances that arrive during a commit share the next one", .timeLimit(.minutes(1)))
     func batchedWhileRunning() async {
         let store = SlowStore(delay: .milliseconds(50))
-        let batcher = AcceptanceBatcher(store: store)
+        let batcher = AcceptanceBatcher(store: store.store)
         let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
         let outcomes = await Self.acceptAll(batcher, count: 64)
         running.cancel()
         await running.value
         #expect(outcomes.allSatisfy { $0 == .unknownKey })
-        let batches = store.batches.withLock { $0 }
+        let batches = store.log.sizes.withLock { $0 }
         #expect(batches.reduce(0, +) == 64)
         #expect(batches.count < 64, "\(batches)")
         #expect(batches.allSatisfy { $0 <= AcceptanceBatcher.maximumBatch })
@@ -106,16 +72,18 @@ struct GroupCommitTests {
         "stopping the work answers every acceptance it took, and later ones still go through", .timeLimit(.minutes(1)))
     func stoppingAnswersEveryone() async {
         let store = SlowStore(delay: .milliseconds(20))
-        let batcher = AcceptanceBatcher(store: store)
+        let batcher = AcceptanceBatcher(store: store.store)
         let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
         async let outcomes = Self.acceptAll(batcher, count: 200)
         try? await Task.sleep(for: .milliseconds(30))
         running.cancel()
         let answered = await outcomes
         await running.value
+        #expect(!batcher.isRunning)
         #expect(answered.count == 200)
         #expect(answered.allSatisfy { $0 == .unknownKey })
         #expect(await Self.acceptAll(batcher, count: 3).allSatisfy { $0 == .unknownKey })
-        #expect(store.batches.withLock { $0 }.reduce(0, +) == 203)
+        #expect(store.log.sizes.withLock { $0 }.reduce(0, +) == 203)
     }
 }

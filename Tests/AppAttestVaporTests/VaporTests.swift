@@ -7,6 +7,7 @@ import AppAttestLifecycle
 import AppAttestTesting
 import AppAttestVapor
 import Foundation
+import Synchronization
 import Testing
 import VaporTesting
 
@@ -174,49 +175,6 @@ struct VaporMiddlewareTests {
 /// app.appAttest, req.appAttest, refusals for the application's error middleware, freshness and the store's close.
 @Suite("Vapor: app.appAttest, errors and freshness")
 struct VaporIntegrationTests {
-    /// A store that records when it is closed.
-    actor ClosingStore: AppAttestStore {
-        let inner = MemoryAppAttestStore()
-        private(set) var closed = false
-        func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
-            try await inner.insertChallenge(record)
-        }
-        func consumeChallenge(_ challenge: [UInt8], purpose: String, keyID: KeyID?, userID: String?)
-            async throws(StoreError) -> ChallengeRecord?
-        { try await inner.consumeChallenge(challenge, purpose: purpose, keyID: keyID, userID: userID) }
-        func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
-            try await inner.challenge(challenge)
-        }
-        func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
-            try await inner.outstandingChallenges(keyID: keyID, userID: userID, now: now)
-        }
-        func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
-            try await inner.outstandingChallenges(issuer: issuer, now: now)
-        }
-        func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError) {
-            try await inner.insertChallenge(record, keepingAtMost: limit, now: now)
-        }
-        func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
-            try await inner.purgeExpiredChallenges(now: now)
-        }
-        func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
-            try await inner.insertKey(record)
-        }
-        func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
-        func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
-            try await inner.keys(forUser: userID)
-        }
-        func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
-            try await inner.acceptAssertion(acceptance)
-        }
-        func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
-            try await inner.revokeKey(keyID, at: time)
-        }
-        func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
-            -> Bool
-        { try await inner.updateReceipt(keyID, receipt: receipt, riskMetric: riskMetric, at: time) }
-        func close() async { closed = true }
-    }
 
     static func service(_ store: any AppAttestStore) throws -> AppAttestService {
         AppAttestService(
@@ -229,12 +187,15 @@ struct VaporIntegrationTests {
 
     @Test("app.appAttest closes the store at shutdown")
     func storeClosedAtShutdown() async throws {
-        let store = ClosingStore()
+        let closed = Atomic<Bool>(false)
+        // A memory store that records when it is closed.
+        let store = ObservedAppAttestStore(MemoryAppAttestStore(), didClose: { closed.store(true, ordering: .relaxed) })
         try await withApp { app in
             app.appAttest.use(try Self.service(store), purgeInterval: nil)
             #expect(app.appAttest.serviceIfConfigured != nil)
         }
-        #expect(await store.closed)
+        let wasClosed = closed.load(ordering: .relaxed)
+        #expect(wasClosed)
     }
 
     @Test("refusals thrown to the application's error middleware keep their status, code and Retry-After")
