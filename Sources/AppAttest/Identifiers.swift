@@ -126,7 +126,19 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible, Codable {
             }
         }
         if bytes.count == 43 { bytes.append(UInt8(ascii: "=")) }
-        guard !(standard && url), let data = Data(base64Encoded: Data(bytes)) else {
+        // The 43rd character carries 4 bits of the key and 2 unused bits, which must be zero: one spelling per key
+        // and alphabet, so that nothing keyed on the text (a proxy's rate limit, a log) sees one key as several.
+        let last = bytes[42]
+        let value: UInt8? =
+            switch last {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): last - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): last - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): last - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "+"): 62
+            case UInt8(ascii: "/"): 63
+            default: nil
+            }
+        guard !(standard && url), let value, value & 0x03 == 0, let data = Data(base64Encoded: Data(bytes)) else {
             throw AppAttestError(.malformed, "a keyId is 43 or 44 characters of Base64 or Base64URL")
         }
         try self.init(rawValue: data)

@@ -9,7 +9,7 @@ public import HTTPTypes
 /// - `POST challenge` `{"purpose": "attestation"|"assertion", "keyId"?: base64}` →
 ///   `{"challenge": base64url, "expiresAt": ISO 8601}`
 /// - `POST attestation` `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
-///   `{"keyId", "environment", "appId"}`
+///   the key's document, as `appattest serve` answers (`AppAttestHTTPOperations`)
 ///
 /// These routes are open to app clients that are not authenticated yet, so they are bounded: bodies by
 /// ``AppAttestHTTPLimits/maximumJSONBodySize``, outstanding challenges by the service's `ChallengeLimits` (each caller

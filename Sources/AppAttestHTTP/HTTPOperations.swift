@@ -13,7 +13,8 @@ internal import AppAttestWire
 /// - challenge: `{"purpose": "attestation"|"assertion", "keyId"?: base64}` → `{"challenge": base64url,
 ///   "expiresAt": ISO 8601}`
 /// - attestation: `{"keyId": base64, "attestationObject": base64, "challenge": base64url}` →
-///   `{"keyId", "appId", "environment"}`
+///   the key's document (`keyId`, `appId`, `environment`, `counter`, `createdAt`, `receiptUpdatedAt`, and `userId`,
+///   `riskMetric` when set), as `appattest serve` answers
 /// - protected request: the headers of the canonical request binding (`AppAttestClientData`).
 public struct AppAttestHTTPOperations: Sendable {
     /// The service the operations run on.

@@ -77,7 +77,10 @@ package struct AppAttestKeyDocument: Encodable, Sendable {
 
     /// `"yyyy-MM-ddTHH:mm:ssZ"` in UTC, quoted, as JSONEncoder's `.iso8601` writes (whole seconds, rounded down).
     static func iso8601(_ date: Date, into out: inout [UInt8]) {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        // Years 1 to 9999 (what the stores can hold); anything else, a damaged row, is written at the nearer end
+        // rather than trapping.
+        let clamped = min(max(date.timeIntervalSince1970, -62_135_596_800), 253_402_300_799)
+        var seconds = time_t(clamped.isNaN ? 0 : clamped.rounded(.down))
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func digits(_ value: Int32, _ count: Int) {

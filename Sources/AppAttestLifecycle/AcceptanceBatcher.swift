@@ -22,6 +22,9 @@ package final class AcceptanceBatcher: Sendable {
         var idle: [CheckedContinuation<Void, Never>] = []
         /// How many `run()` calls are running.
         var runs = 0
+        /// The runs asked to stop: their workers leave once nothing is pending.
+        var stopping: Set<Int> = []
+        var lastRun = 0
     }
 
     private let store: any AppAttestStore
@@ -34,7 +37,7 @@ package final class AcceptanceBatcher: Sendable {
     package init(store: any AppAttestStore) { self.store = store }
 
     /// Whether a `run()` is running (acceptances are then batched).
-    package var isRunning: Bool { state.withLock { $0.runs > 0 } }
+    package var isRunning: Bool { state.withLock { $0.runs > $0.stopping.count } }
 
     /// The acceptance's outcome, once the transaction that holds it has committed.
     package func accept(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome {
@@ -42,7 +45,8 @@ package final class AcceptanceBatcher: Sendable {
         do {
             queued = try await withCheckedThrowingContinuation { (waiter: Waiter) in
                 let (enqueued, worker) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
-                    guard state.runs > 0 else { return (false, nil) }
+                    // Queued only while a run that is not stopping will take it.
+                    guard state.runs > state.stopping.count else { return (false, nil) }
                     state.pending.append((acceptance, waiter))
                     return (true, state.idle.popLast())
                 }
@@ -63,48 +67,78 @@ package final class AcceptanceBatcher: Sendable {
     }
 
     /// Runs the group commit until the task is cancelled; then what is still pending is committed, and later
-    /// acceptances are transactions of their own again. Calls may overlap (each adds its workers).
+    /// acceptances are transactions of their own again. Calls may overlap (each adds its workers; the last to end
+    /// commits what is left).
+    ///
+    /// The commits run in a task of their own, awaited here, so that cancelling this one stops the workers without
+    /// cancelling a transaction: a store that honours cancellation would otherwise fail (or, on PostgreSQL, abandon
+    /// while it may still commit) every acceptance taken before the stop.
     package func run() async {
-        state.withLock { $0.runs += 1 }
-        await withTaskCancellationHandler {
+        let id = state.withLock { state in
+            state.runs += 1
+            state.lastRun += 1
+            return state.lastRun
+        }
+        let work = Task {
             await withDiscardingTaskGroup { group in
-                for _ in 0..<Self.maximumFlushes { group.addTask { await self.work() } }
+                for _ in 0..<Self.maximumFlushes { group.addTask { await self.work(run: id) } }
             }
+            let last = state.withLock { state in
+                state.runs -= 1
+                state.stopping.remove(id)
+                return state.runs == 0
+            }
+            // Other runs' workers take what is pending; the last run commits it (nothing is queued any more).
+            while last {
+                let batch = state.withLock { take(from: &$0) }
+                if batch.isEmpty { break }
+                await commit(batch)
+            }
+        }
+        await withTaskCancellationHandler {
+            await work.value
         } onCancel: {
             let idle = state.withLock { state in
+                state.stopping.insert(id)
                 defer { state.idle.removeAll() }
                 return state.idle
             }
+            // Every idle worker looks again; those of other runs go back to waiting.
             for worker in idle { worker.resume() }
-        }
-        // An acceptance queued after the last worker looked and before this run ended is still answered.
-        while true {
-            let batch = state.withLock { state -> [(AssertionAcceptance, Waiter)] in
-                if state.pending.isEmpty { state.runs -= 1 }
-                return take(from: &state)
-            }
-            if batch.isEmpty { return }
-            await commit(batch)
         }
     }
 
-    /// A worker: commits what is pending, batch after batch, until cancelled with nothing pending.
-    private func work() async {
+    /// A worker of run `id`: commits what is pending, batch after batch, until its run stops; then it leaves at once
+    /// when another run carries on, and once nothing is pending otherwise (nothing is queued once every run stops).
+    private func work(run id: Int) async {
+        enum Step {
+            case commit([(AssertionAcceptance, Waiter)])
+            case wait
+            case leave
+        }
         while true {
-            let batch = state.withLock { take(from: &$0) }
-            if !batch.isEmpty {
-                await commit(batch)
-                continue
+            let step = state.withLock { state -> Step in
+                let stopping = state.stopping.contains(id)
+                if stopping, state.runs > state.stopping.count { return .leave }
+                let batch = take(from: &state)
+                if !batch.isEmpty { return .commit(batch) }
+                return stopping ? .leave : .wait
             }
-            if Task.isCancelled { return }
-            await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in
-                // Checked under the lock that the cancellation handler and `accept` take: no wake-up is lost.
-                let waits = state.withLock { state -> Bool in
-                    guard state.pending.isEmpty, !Task.isCancelled else { return false }
-                    state.idle.append(worker)
-                    return true
+            switch step {
+            case .commit(let batch):
+                await commit(batch)
+            case .leave:
+                return
+            case .wait:
+                await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in
+                    // Checked under the lock that `run`'s cancellation handler and `accept` take: no wake-up is lost.
+                    let waits = state.withLock { state -> Bool in
+                        guard state.pending.isEmpty, !state.stopping.contains(id) else { return false }
+                        state.idle.append(worker)
+                        return true
+                    }
+                    if !waits { worker.resume() }
                 }
-                if !waits { worker.resume() }
             }
         }
     }

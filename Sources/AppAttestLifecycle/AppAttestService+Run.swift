@@ -12,7 +12,7 @@ extension AppAttestService {
     /// The service works without it, more slowly under load: each acceptance is then a transaction of its own, and
     /// expired challenges are refused but stay in the store until ``purgeExpiredChallenges()`` is called.
     /// - Parameters:
-    ///   - challengePurgeInterval: time between two purges of expired challenges (nil: never).
+    ///   - challengePurgeInterval: time between two purges of expired challenges, at least a second (nil: never).
     ///   - logger: where a failed purge is logged (it is retried at the next interval).
     public func run(
         challengePurgeInterval: Duration? = .seconds(60),
@@ -26,8 +26,9 @@ extension AppAttestService {
         }
     }
 
-    /// Purges every `interval` until the task is cancelled.
-    private func purgeChallenges(every interval: Duration, logger: Logger) async {
+    /// Purges every `interval` (at least a second) until the task is cancelled.
+    private func purgeChallenges(every requested: Duration, logger: Logger) async {
+        let interval = max(requested, .seconds(1))
         while !Task.isCancelled {
             do { try await Task.sleep(for: interval) } catch { return }
             do {

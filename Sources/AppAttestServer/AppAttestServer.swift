@@ -20,7 +20,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-package import ServiceLifecycle
+public import ServiceLifecycle
 import Synchronization
 
 /// The request context of `appattest serve`: who called.
@@ -164,7 +164,8 @@ public final class AppAttestServer: Sendable {
         if ownsStore { await store.close() }
     }
 
-    /// The Hummingbird application on the configured host and port.
+    /// The Hummingbird application on the configured host and port. To run it in a service group of your own, run
+    /// all of ``makeServices()`` (which ends with it), not this alone: on PostgreSQL the store's client is one of them.
     ///
     /// Connections are bounded: an idle connection (also one whose request head never completes) is closed after
     /// `idleTimeoutSeconds`, a request body must arrive within `requestTimeoutSeconds` of its head, a connection whose
@@ -192,10 +193,12 @@ public final class AppAttestServer: Sendable {
             logger: logger)
     }
 
-    /// What `run` runs, in the order a `ServiceGroup` starts them (it stops them in reverse): the PostgreSQL client
-    /// when the database is PostgreSQL; when App IDs are configured, the service's background work (group commit,
-    /// and the purge of expired challenges every `challengePurgeIntervalSeconds`); then the HTTP application.
-    package func makeServices() -> [any Service] {
+    /// What ``run()`` runs, in the order a `ServiceGroup` starts them (it stops them in reverse): the PostgreSQL
+    /// client when the database is PostgreSQL; when App IDs are configured, the service's background work (group
+    /// commit, and the purge of expired challenges every `challengePurgeIntervalSeconds`); then the HTTP
+    /// application. Put them, in this order, in a service group of your own to run the server beside other
+    /// services; run them once (a PostgreSQL client runs at most once).
+    public func makeServices() -> [any Service] {
         var services: [any Service] = []
         if let postgresClient { services.append(postgresClient) }
         if let service {

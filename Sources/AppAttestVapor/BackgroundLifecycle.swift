@@ -36,9 +36,11 @@ public final class AppAttestBackgroundLifecycle: LifecycleHandler, Sendable {
 
     /// Starts the work, once a previous run has ended.
     public func didBootAsync(_ application: Application) async throws {
-        let previous = start(application)
-        previous?.cancel()
-        await previous?.value
+        if let previous = stop() {
+            previous.cancel()
+            await previous.value
+        }
+        start(application)?.cancel()
     }
 
     /// Stops the work (the acceptances it took are still committed, by a task no longer awaited).
@@ -46,8 +48,10 @@ public final class AppAttestBackgroundLifecycle: LifecycleHandler, Sendable {
         stop()?.cancel()
     }
 
-    /// Stops the work, once the acceptances it took are committed.
+    /// Stops the HTTP server (Vapor runs the lifecycle handlers before it stops the server; stopping it twice is
+    /// harmless), then the work, once the acceptances it took are committed: no request arrives meanwhile.
     public func shutdownAsync(_ application: Application) async {
+        await application.server.shutdown()
         let running = stop()
         running?.cancel()
         await running?.value

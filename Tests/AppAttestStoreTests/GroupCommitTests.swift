@@ -14,6 +14,8 @@ struct GroupCommitTests {
     struct SlowStore {
         final class Log: Sendable {
             let sizes = Mutex<[Int]>([])
+            /// Batches handed to the store from a cancelled task (a real store would fail them).
+            let cancelled = Mutex(0)
         }
         let log = Log()
         let store: ObservedAppAttestStore
@@ -22,6 +24,7 @@ struct GroupCommitTests {
             let log = self.log
             store = ObservedAppAttestStore(MemoryAppAttestStore()) { batch in
                 log.sizes.withLock { $0.append(batch.count) }
+                if Task.isCancelled { log.cancelled.withLock { $0 += 1 } }
                 try? await Task.sleep(for: delay)
             }
         }
@@ -81,9 +84,59 @@ struct GroupCommitTests {
         let answered = await outcomes
         await running.value
         #expect(!batcher.isRunning)
+        #expect(store.log.cancelled.withLock { $0 } == 0, "a batch was committed from a cancelled task")
         #expect(answered.count == 200)
         #expect(answered.allSatisfy { $0 == .unknownKey })
         #expect(await Self.acceptAll(batcher, count: 3).allSatisfy { $0 == .unknownKey })
         #expect(store.log.sizes.withLock { $0 }.reduce(0, +) == 203)
+    }
+
+    @Test("stopping under sustained load returns, without committing from a cancelled task", .timeLimit(.minutes(1)))
+    func stoppingUnderLoad() async {
+        let store = SlowStore(delay: .milliseconds(5))
+        let batcher = AcceptanceBatcher(store: store.store)
+        let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
+        let load = Task {
+            while !Task.isCancelled { _ = await Self.acceptAll(batcher, count: 16) }
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        running.cancel()
+        await running.value
+        #expect(!batcher.isRunning)
+        #expect(store.log.cancelled.withLock { $0 } == 0)
+        load.cancel()
+        await load.value
+    }
+
+    @Test(
+        "a stop while commits are in flight: what was taken is committed, none from a cancelled task",
+        .timeLimit(.minutes(1)))
+    func stopDuringCommits() async {
+        let log = SlowStore.Log()
+        let open = Mutex(false)
+        // Each batch waits until the gate opens (a store answering slowly).
+        let store = ObservedAppAttestStore(MemoryAppAttestStore()) { batch in
+            log.sizes.withLock { $0.append(batch.count) }
+            if Task.isCancelled { log.cancelled.withLock { $0 += 1 } }
+            while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+        }
+        let batcher = AcceptanceBatcher(store: store)
+        let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
+        // One wave per worker, each held at the gate; a third waits in the queue.
+        async let first = Self.acceptAll(batcher, count: 10)
+        while log.sizes.withLock({ $0.count }) < 1 { try? await Task.sleep(for: .milliseconds(1)) }
+        async let second = Self.acceptAll(batcher, count: 10)
+        while log.sizes.withLock({ $0.count }) < 2 { try? await Task.sleep(for: .milliseconds(1)) }
+        async let third = Self.acceptAll(batcher, count: 20)
+        try? await Task.sleep(for: .milliseconds(20))
+        running.cancel()
+        open.withLock { $0 = true }
+        let answered = await first + second + third
+        await running.value
+        #expect(answered.allSatisfy { $0 == .unknownKey })
+        #expect(log.sizes.withLock { $0 }.reduce(0, +) == 40)
+        #expect(log.cancelled.withLock { $0 } == 0, "a batch was handed to the store from a cancelled task")
     }
 }

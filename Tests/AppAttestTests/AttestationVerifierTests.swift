@@ -227,6 +227,12 @@ struct AttestationVerifierTests {
         expectCode(.environmentMismatch) { _ = try verify(object, using: production) }
     }
 
+    /// The Base64 character after `character` (its value plus one).
+    static func nextBase64Character(_ character: Character) -> Character {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        return alphabet[(alphabet.firstIndex(of: character)! + 1) % 64]
+    }
+
     @Test("a keyId in Base64 or Base64URL, padded or not, is the same key; anything else is malformed")
     func keyIDs() throws {
         #expect(throws: AppAttestError.self) { try KeyID(base64Encoded: "abc") }
@@ -245,6 +251,8 @@ struct AttestationVerifierTests {
         for bad in [
             mixed, standard + "=", String(standard.dropLast(2)), String(standard.dropLast()) + "A",
             String(standard.dropLast(2)) + "==", "*" + standard.dropFirst(1),
+            // The unused low bits of the last character set: another text for the same bytes, refused.
+            String(standard.dropLast(2)) + String(Self.nextBase64Character(standard.dropLast().last!)) + "=",
         ] {
             #expect(throws: AppAttestError.self, "\(bad)") { try KeyID(base64Encoded: bad) }
         }

@@ -23,7 +23,8 @@ import HTTPTypes
 /// Errors are RFC 9457 problems (application/problem+json) with a stable `code`:
 /// 400 malformed, 401 failed verification or missing token, 404 unknown key, 409 replay, 413 body too large,
 /// 429 rate limited (with Retry-After), 502 Apple refused, 503 store unavailable or not configured.
-/// Binary values are Base64 (standard) except challenges and keyIds in paths, which are Base64URL without padding.
+/// Binary values are Base64 (standard) except challenges, which are Base64URL without padding. A keyId is accepted
+/// in Base64 or Base64URL, padded or not (percent-encoded in a path), and answered in standard Base64.
 ///
 public struct Client: APIProtocol {
     /// The underlying HTTP client.

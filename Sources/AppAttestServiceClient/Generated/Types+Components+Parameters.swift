@@ -20,7 +20,7 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
-        /// Base64URL (no padding) of the 32-byte keyId
+        /// the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
         ///
         /// - Remark: Generated from `#/components/parameters/KeyId`.
         public typealias KeyId = Swift.String

@@ -1249,14 +1249,14 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/keys/{keyId}/GET/path`.
             public struct Path: Sendable, Hashable {
-                /// Base64URL (no padding) of the 32-byte keyId
+                /// the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 ///
                 /// - Remark: Generated from `#/paths/v1/keys/{keyId}/GET/path/keyId`.
                 public var keyId: Components.Parameters.KeyId
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - keyId: Base64URL (no padding) of the 32-byte keyId
+                ///   - keyId: the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 public init(keyId: Components.Parameters.KeyId) {
                     self.keyId = keyId
                 }
@@ -1406,14 +1406,14 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/keys/{keyId}/revoke/POST/path`.
             public struct Path: Sendable, Hashable {
-                /// Base64URL (no padding) of the 32-byte keyId
+                /// the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 ///
                 /// - Remark: Generated from `#/paths/v1/keys/{keyId}/revoke/POST/path/keyId`.
                 public var keyId: Components.Parameters.KeyId
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - keyId: Base64URL (no padding) of the 32-byte keyId
+                ///   - keyId: the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 public init(keyId: Components.Parameters.KeyId) {
                     self.keyId = keyId
                 }
@@ -1563,14 +1563,14 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/keys/{keyId}/receipt/refresh/POST/path`.
             public struct Path: Sendable, Hashable {
-                /// Base64URL (no padding) of the 32-byte keyId
+                /// the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 ///
                 /// - Remark: Generated from `#/paths/v1/keys/{keyId}/receipt/refresh/POST/path/keyId`.
                 public var keyId: Components.Parameters.KeyId
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - keyId: Base64URL (no padding) of the 32-byte keyId
+                ///   - keyId: the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
                 public init(keyId: Components.Parameters.KeyId) {
                     self.keyId = keyId
                 }
