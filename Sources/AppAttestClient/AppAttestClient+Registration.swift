@@ -39,9 +39,11 @@ extension AppAttestClient {
                 .featureUnsupported, "App Attest is not supported on this device", providerCode: .featureUnsupported)
         }
         var keyID = try await storedKey()?.keyID
+        // A key is attested once: its object is posted again (same key, same challenge) until the server answers.
+        var attestation: (keyID: String, object: Data, challenge: [UInt8])?
         var lastError = AppAttestClientError(.transport, "no attempt was made")
         for attempt in 0..<max(configuration.maximumRegistrationAttempts, 1) {
-            if attempt > 0 { try await backoff(attempt) }
+            if attempt > 0 { try await backoff(attempt, after: lastError) }
             do {
                 if keyID == nil {
                     let generated = try await provider { try await keyProvider.generateKey() }
@@ -49,10 +51,14 @@ extension AppAttestClient {
                     keyID = generated
                 }
                 guard let current = keyID else { continue }
-                let challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
-                let object = try await provider {
-                    try await keyProvider.attestKey(current, clientDataHash: Data(SHA256.hash(data: challenge)))
+                if attestation?.keyID != current {
+                    let challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
+                    let object = try await provider {
+                        try await keyProvider.attestKey(current, clientDataHash: Data(SHA256.hash(data: challenge)))
+                    }
+                    attestation = (current, object, challenge)
                 }
+                guard let (_, object, challenge) = attestation else { continue }
                 try await postAttestation(keyID: current, object: object, challenge: challenge)
                 let registered = AppAttestStoredKey(keyID: current, registered: true)
                 challenges.removeAll()
@@ -60,11 +66,19 @@ extension AppAttestClient {
                 return registered
             } catch {
                 lastError = error
-                switch Self.registrationRecovery(error) {
+                var recovery = Self.registrationRecovery(error)
+                if attestation != nil, error.code == .registrationRefused,
+                    ["challengeUnknown", "challengeExpired"].contains(error.problemCode)
+                {
+                    // The object's challenge is gone and the key cannot be attested again: a new key.
+                    recovery = .newKey
+                }
+                switch recovery {
                 case .newKey:
                     // The key cannot be attested (already attested, or gone): a new one.
                     if let current = keyID { try await forget(current) }
                     keyID = nil
+                    attestation = nil
                 case .retry: continue
                 case .none: throw error
                 }
@@ -89,13 +103,21 @@ extension AppAttestClient {
         return nil
     }
 
-    func backoff(_ attempt: Int) async throws(AppAttestClientError) {
+    /// Waits before attempt `attempt`: the server's `Retry-After` when the last refusal had one (a deferral when it
+    /// is longer than ``AppAttestClientConfiguration/maximumRetryDelay``), exponential backoff otherwise.
+    func backoff(_ attempt: Int, after error: AppAttestClientError) async throws(AppAttestClientError) {
+        if let until = error.retryAfter {
+            let wait = until.timeIntervalSince(configuration.now())
+            guard wait <= configuration.maximumRetryDelay else {
+                throw AppAttestClientError(
+                    .deferred, "the server asked to wait \(Int(wait)) s", status: error.status,
+                    problemCode: error.problemCode, action: error.action, retryAfter: until)
+            }
+            return try await Self.sleep(seconds: wait)
+        }
         let delay = min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay)
         // Full jitter, so that many apps that failed together do not come back together.
-        let seconds = Double.random(in: (delay / 2)...max(delay, delay / 2))
-        do { try await Task.sleep(nanoseconds: UInt64(max(seconds, 0) * 1_000_000_000)) } catch {
-            throw AppAttestClientError(.transport, "cancelled")
-        }
+        try await Self.sleep(seconds: Double.random(in: (delay / 2)...max(delay, delay / 2)))
     }
 
     func provider<T>(_ body: () async throws -> T) async throws(AppAttestClientError) -> T {
@@ -165,7 +187,8 @@ extension AppAttestClient {
             let problem = try? JSONDecoder().decode(Problem.self, from: data)
             throw AppAttestClientError(
                 .registrationRefused, "\(what) refused with status \(response.statusCode)",
-                status: response.statusCode, problemCode: problem?.code)
+                status: response.statusCode, problemCode: problem?.code, action: problem?.action,
+                retryAfter: Self.retryAfter(response).map { configuration.now().addingTimeInterval($0) })
         }
         do {
             return try JSONDecoder().decode(Answer.self, from: data)

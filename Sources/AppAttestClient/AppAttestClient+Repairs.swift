@@ -7,36 +7,137 @@ import FoundationNetworking
 #endif
 
 extension AppAttestClient {
-    // MARK: Repairs
+    // MARK: Refusals and what the client does about them
 
-    enum Repair: String {
-        case key, challenge, counter, clock
+    /// What one call of `data(for:)` has spent of its repairs: each kind at most once, so that no refusal loops.
+    struct RequestAttempt {
+        var replacedKey = false
+        var refetched = false
+        var retries = 0
     }
 
-    /// What the client can repair of a refusal by the server's App Attest layer (a problem document with one of its
-    /// codes, before any route ran); nil for any other answer.
-    static func repair(for response: HTTPURLResponse, _ data: Data) -> Repair? {
-        guard [401, 404, 409].contains(response.statusCode),
+    /// A refusal by the server's App Attest layer, before any route ran: a problem document of the package's type.
+    struct Refusal {
+        var status: Int
+        var code: String
+        var action: String
+        /// `Retry-After`, in seconds.
+        var retryAfter: TimeInterval?
+        /// The answer's `Date`, the server's clock.
+        var serverDate: Date?
+    }
+
+    /// The `type` of the server's problem documents: what tells an App Attest refusal from a route's own answer.
+    static let problemType = "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"
+    /// The methods resent after a refusal that a duplicate delivery would also get (RFC 9110's idempotent methods).
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
+    /// Refusals with `refetchChallenge` that a request which ran cannot get: its challenge was never consumed.
+    static let unconsumedChallengeCodes: Set<String> = ["challengeExpired", "challengeMismatch"]
+    /// How often one request waits for `Retry-After` and is sent again.
+    static let maximumRetriesPerRequest = 2
+    /// Key provider codes after which an assertion's key is discarded and a new one registered (Apple: apart from
+    /// `serverUnavailable`, discard the key identifier and create a new key).
+    static let keyDiscardingProviderCodes: Set<AppAttestKeyProviderError.Code> = [
+        .invalidKey, .invalidInput, .unknownSystemFailure,
+    ]
+
+    /// The App Attest refusal an answer carries; nil for any other answer (your route's, whatever its status).
+    static func refusal(for response: HTTPURLResponse, _ data: Data) -> Refusal? {
+        guard response.statusCode >= 400,
             response.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("application/problem+json") == true,
             data.count <= 16 * 1024,
-            let problem = try? JSONDecoder().decode(Problem.self, from: data)
+            let problem = try? JSONDecoder().decode(Problem.self, from: data), problem.type == problemType
         else { return nil }
-        switch problem.code {
-        case "unknownKey", "keyRevoked": return .key
-        case "challengeUnknown", "challengeExpired", "challengeMismatch": return .challenge
-        case "counterNotIncreasing", "counterReplayed": return .counter
-        case "staleTimestamp": return .clock
-        default: return nil
-        }
+        return Refusal(
+            status: response.statusCode, code: problem.code, action: problem.action ?? "none",
+            retryAfter: retryAfter(response), serverDate: date(response))
     }
 
     struct Problem: Decodable {
+        var type: String?
         var code: String
-        var status: Int?
+        var action: String?
+    }
+
+    /// Does what the refusal's action says, within what the request has left; throws when the request must not, or
+    /// cannot, be sent again.
+    func recover(
+        from refusal: Refusal, keyID: String, resendable: Bool, attempt: inout RequestAttempt
+    ) async throws(AppAttestClientError) {
+        let refused = AppAttestClientError(
+            .requestRefused, "the server's App Attest layer refused the request: \(refusal.code)",
+            status: refusal.status, problemCode: refusal.code, action: refusal.action)
+        switch refusal.action {
+        case "retry":
+            guard attempt.retries < Self.maximumRetriesPerRequest else { throw refused }
+            attempt.retries += 1
+            let wait = refusal.retryAfter ?? configuration.initialRetryDelay
+            guard wait <= configuration.maximumRetryDelay else {
+                throw AppAttestClientError(
+                    .deferred, "the server asked to wait \(Int(wait)) s", status: refusal.status,
+                    problemCode: refusal.code, action: refusal.action,
+                    retryAfter: configuration.now().addingTimeInterval(wait))
+            }
+            try await Self.sleep(seconds: wait)
+        case "refetchChallenge":
+            guard !attempt.refetched else { throw refused }
+            guard resendable || Self.unconsumedChallengeCodes.contains(refusal.code) else {
+                throw AppAttestClientError(
+                    .requestMayHaveRun,
+                    "refused with \(refusal.code), as a second delivery of an accepted request is: it may have run",
+                    status: refusal.status, problemCode: refusal.code, action: refusal.action)
+            }
+            attempt.refetched = true
+            challenges.removeAll()
+            if refusal.code == "staleTimestamp", let serverDate = refusal.serverDate {
+                clockOffset = serverDate.timeIntervalSince(configuration.now())
+            }
+        case "reattest":
+            guard !attempt.replacedKey else { throw refused }
+            attempt.replacedKey = true
+            try await replaceKey(keyID)
+        default:
+            guard refusal.code == "keyRevoked", configuration.reattestsRevokedKeys, !attempt.replacedKey else {
+                throw refused
+            }
+            attempt.replacedKey = true
+            try await replaceKey(keyID)
+        }
+    }
+
+    /// Discards `keyID` (if it is still the current key) so that the next request registers a new one, within
+    /// ``AppAttestClientConfiguration/maximumKeyReplacementsPerDay``.
+    func replaceKey(_ keyID: String) async throws(AppAttestClientError) {
+        guard key?.keyID == keyID else { return }
+        let now = configuration.now()
+        keyReplacements.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
+        if keyReplacements.count >= max(configuration.maximumKeyReplacementsPerDay, 0) {
+            let until = (keyReplacements.first ?? now).addingTimeInterval(86_400)
+            throw AppAttestClientError(
+                .deferred, "\(keyReplacements.count) keys were replaced in the last 24 hours", retryAfter: until)
+        }
+        keyReplacements.append(now)
+        try await forget(keyID)
+    }
+
+    static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {
+        do { try await Task.sleep(nanoseconds: UInt64(max(seconds, 0) * 1_000_000_000)) } catch {
+            throw AppAttestClientError(.transport, "cancelled")
+        }
+    }
+
+    /// `Retry-After` in seconds, as a number of seconds or an HTTP date.
+    static func retryAfter(_ response: HTTPURLResponse) -> TimeInterval? {
+        guard let text = response.value(forHTTPHeaderField: "Retry-After") else { return nil }
+        if let seconds = Int(text.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return TimeInterval(seconds) }
+        return httpDate(text).map { max($0.timeIntervalSinceNow, 0) }
     }
 
     static func date(_ response: HTTPURLResponse) -> Date? {
-        guard let text = response.value(forHTTPHeaderField: "Date") else { return nil }
+        response.value(forHTTPHeaderField: "Date").flatMap(httpDate)
+    }
+
+    static func httpDate(_ text: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")

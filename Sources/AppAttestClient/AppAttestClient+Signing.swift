@@ -45,10 +45,11 @@ extension AppAttestClient {
         }
     }
 
-    /// `request` with the key's assertion over its binding in the header fields; nil when the key turned out to be
-    /// invalid and was forgotten, so that the caller registers a new one (once per request).
+    /// `request` with the key's assertion over its binding in the header fields; nil when the key failed on the device
+    /// and was discarded, so that the caller registers a new one (once per request).
     func sign(
-        _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?, repaired: inout Set<Repair>
+        _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?,
+        attempt: inout RequestAttempt
     ) async throws(AppAttestClientError) -> URLRequest? {
         var signed = request
         let clientData: [UInt8]
@@ -71,11 +72,14 @@ extension AppAttestClient {
                 keyID, clientDataHash: Data(SHA256.hash(data: clientData)))
         } catch {
             let providerError = Self.providerError(error)
-            guard providerError.code == .invalidKey, repaired.insert(.key).inserted else {
+            // A key that fails on the device would fail forever (its keyId outlives the app in the Keychain): a new
+            // one, once per request and within the day's replacements.
+            guard Self.keyDiscardingProviderCodes.contains(providerError.code), !attempt.replacedKey else {
                 throw AppAttestClientError(
                     .keyProvider, "generateAssertion failed: \(providerError)", providerCode: providerError.code)
             }
-            try await forget(keyID)
+            attempt.replacedKey = true
+            try await replaceKey(keyID)
             return nil
         }
         signed.setValue(keyID, forHTTPHeaderField: RequestBindingHeaders.keyID)
@@ -91,19 +95,6 @@ extension AppAttestClient {
         else { return }
         challenges.append(next)
         if challenges.count > Self.maximumPooledChallenges { challenges.removeFirst() }
-    }
-
-    /// Repairs what the server's refusal says, before the request is sent once more.
-    func apply(_ repair: Repair, keyID: String, response: HTTPURLResponse) async throws(AppAttestClientError) {
-        switch repair {
-        case .key: try await forget(keyID)
-        case .challenge: challenges.removeAll()
-        case .counter: break
-        case .clock:
-            if let serverDate = Self.date(response) {
-                clockOffset = serverDate.timeIntervalSince(configuration.now())
-            }
-        }
     }
 
     // MARK: The binding

@@ -22,18 +22,21 @@ public import FoundationNetworking
 ///
 /// What it takes care of:
 /// - **The key's lifecycle.** The keyId is generated once and kept in the ``AppAttestKeyStorage``; the key is
-///   attested against a fresh challenge and registered. When the key stops working (`invalidKey` after a reinstall
-///   or restore, or the server no longer knows it) the client makes and registers a new one and retries the request
-///   once. Apple's `serverUnavailable` and an unavailable server are retried with exponential backoff.
+///   attested against a fresh challenge and registered. When the key stops working (`invalidKey`, `invalidInput` or
+///   `unknownSystemFailure` on the device, for example after a restore, or a server that no longer knows it) the
+///   client makes and registers a new one and retries the request once, at most
+///   ``AppAttestClientConfiguration/maximumKeyReplacementsPerDay`` times a day. A key the server revoked is not
+///   replaced unless ``AppAttestClientConfiguration/reattestsRevokedKeys`` says so. Apple's `serverUnavailable` and an unavailable server are retried with exponential backoff.
 ///   `featureUnsupported` is a typed outcome (``AppAttestClientError/Code/featureUnsupported``).
 /// - **The binding.** The client data is built from the request exactly as it travels: method, the percent-encoded
 ///   path with its trailing slash, `?` and the percent-encoded query, and the SHA-256 of the body.
 /// - **Freshness** in the mode of ``AppAttestClientFreshness``, and **concurrency** that never produces refusals
 ///   (``AppAttestClientConcurrency``).
 ///
-/// A request the server's App Attest layer refused for a reason the client can repair (a challenge that expired, a
-/// key the server no longer knows, a counter that arrived late, a clock that is off) is repaired and sent once more:
-/// such a refusal happens before your route runs, so the retry cannot run it twice.
+/// A request the server's App Attest layer refused is handled as the refusal's `action` says (see
+/// ``data(for:isIdempotent:)``): a request whose method is not idempotent is never sent again after a refusal that a
+/// second delivery of an accepted request would also get, so a POST never runs twice; refusals the client cannot
+/// repair are thrown as typed errors, never returned as a 401 that an app could take for a logout.
 public actor AppAttestClient {
     /// Where the client registers and how it behaves.
     public let configuration: AppAttestClientConfiguration
@@ -51,6 +54,8 @@ public actor AppAttestClient {
     var permits: Int
     var waiters: [CheckedContinuation<Void, Never>] = []
     var clockOffset: TimeInterval = 0
+    /// When keys were replaced, for the day's limit.
+    var keyReplacements: [Date] = []
 
     /// The most next challenges kept for later requests.
     static let maximumPooledChallenges = 16
@@ -113,40 +118,61 @@ public actor AppAttestClient {
     }
 
     /// Signs `request` with an assertion of the app's key (registering it first if needed), sends it through the
-    /// transport, and returns the answer, whatever its status.
-    /// - Throws: ``AppAttestClientError`` when the request cannot be signed or sent, or the key cannot be
-    ///   registered; never for an answer from your route.
-    public func data(for request: URLRequest) async throws(AppAttestClientError) -> (Data, HTTPURLResponse) {
+    /// transport, and returns the answer of your route, whatever its status.
+    ///
+    /// A refusal by the server's App Attest layer (a problem document, before your route ran) is handled as its
+    /// `action` says: `retry` waits for `Retry-After` and sends again; `reattest` replaces the key and sends again;
+    /// `refetchChallenge` signs again with a new challenge, counter or timestamp, but only a request that may run
+    /// twice, because a second delivery of an accepted request gets the same refusal. Each repair happens at most
+    /// once per call; anything else is thrown.
+    /// - Parameters:
+    ///   - request: the request, with its body in `httpBody`.
+    ///   - isIdempotent: whether the request may run twice; nil takes it from the method (GET, HEAD, PUT, DELETE,
+    ///     OPTIONS and TRACE may). Pass `false` for a PUT or DELETE of yours that is not idempotent.
+    /// - Throws: ``AppAttestClientError`` when the request cannot be signed or sent, the key cannot be registered,
+    ///   or the App Attest layer refused it (``AppAttestClientError/Code/requestRefused``,
+    ///   ``AppAttestClientError/Code/requestMayHaveRun``, ``AppAttestClientError/Code/deferred``); never for an
+    ///   answer from your route.
+    public func data(for request: URLRequest, isIdempotent: Bool? = nil) async throws(AppAttestClientError) -> (
+        Data, HTTPURLResponse
+    ) {
         let binding = try RequestParts(request)
-        var repaired: Set<Repair> = []
+        let resendable =
+            isIdempotent ?? Self.idempotentMethods.contains(binding.method)
+            || configuration.resendsNonIdempotentRequests
+        var attempt = RequestAttempt()
         while true {
+            guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
             let keyID = try await register()
-            let challenge = try await proofChallenge(keyID: keyID)
+            // The permit first: a challenge is fetched only for a request that will be sent now, so that the
+            // challenges outstanding never exceed the requests in flight.
             await acquire()
-            let signed: URLRequest?
+            let answer: (Data, HTTPURLResponse)?
             do {
-                signed = try await sign(request, binding, keyID: keyID, challenge: challenge, repaired: &repaired)
+                answer = try await signAndSend(request, binding, keyID: keyID, attempt: &attempt)
             } catch {
                 release()
                 throw error
             }
-            guard let signed else {
-                release()
-                continue
-            }
-            let data: Data, response: HTTPURLResponse
-            do {
-                (data, response) = try await transport.send(signed)
-            } catch {
-                release()
-                throw AppAttestClientError(.transport, "\(error)")
-            }
             release()
+            guard let (data, response) = answer else { continue }
             keepNextChallenge(from: response, keyID: keyID)
-            guard let repair = Self.repair(for: response, data), repaired.insert(repair).inserted else {
-                return (data, response)
-            }
-            try await apply(repair, keyID: keyID, response: response)
+            guard let refusal = Self.refusal(for: response, data) else { return (data, response) }
+            try await recover(from: refusal, keyID: keyID, resendable: resendable, attempt: &attempt)
+        }
+    }
+
+    /// One delivery: the proof of freshness, the assertion, the answer; nil when the key was replaced first.
+    private func signAndSend(
+        _ request: URLRequest, _ binding: RequestParts, keyID: String, attempt: inout RequestAttempt
+    ) async throws(AppAttestClientError) -> (Data, HTTPURLResponse)? {
+        let challenge = try await proofChallenge(keyID: keyID)
+        guard let signed = try await sign(request, binding, keyID: keyID, challenge: challenge, attempt: &attempt)
+        else { return nil }
+        do {
+            return try await transport.send(signed)
+        } catch {
+            throw AppAttestClientError(.transport, "\(error)")
         }
     }
 

@@ -65,8 +65,22 @@ public struct AppAttestClientConfiguration: Sendable {
     public var maximumRegistrationAttempts: Int
     /// The first delay between attempts, in seconds; doubled each time, up to ``maximumRetryDelay``.
     public var initialRetryDelay: TimeInterval
-    /// The longest delay between attempts, in seconds.
+    /// The longest delay between attempts, in seconds. A server that asks for a longer wait (`Retry-After`) gets a
+    /// ``AppAttestClientError/Code/deferred`` error that says until when, instead of a request held that long.
     public var maximumRetryDelay: TimeInterval
+    /// Whether a request whose method is not idempotent (POST, PATCH, or one you mark with
+    /// ``AppAttestClient/data(for:isIdempotent:)``) is signed again and resent after a refusal that a duplicate
+    /// delivery of it would also get (a challenge or counter already used, a timestamp too old). Off by default:
+    /// such a request may have run, and the client throws ``AppAttestClientError/Code/requestMayHaveRun``.
+    public var resendsNonIdempotentRequests: Bool
+    /// Whether a key the server revoked is replaced by a new one automatically. Off by default, so that revoking a
+    /// key stops the device until your app decides (the refusal is ``AppAttestClientError/Code/requestRefused``
+    /// with the problem code `keyRevoked`).
+    public var reattestsRevokedKeys: Bool
+    /// The most keys the client replaces in 24 hours (a key that fails on the device, or one the server no longer
+    /// knows); beyond it, ``AppAttestClientError/Code/deferred`` until the oldest replacement is a day old. Each
+    /// replacement costs an attestation of Apple's budget for your app.
+    public var maximumKeyReplacementsPerDay: Int
     /// Applied to the client's own requests (challenges, attestation) before they are sent: add your app's
     /// authentication here, so that the server can bind the key to the user.
     public var prepareRegistrationRequest: @Sendable (URLRequest) async throws -> URLRequest
@@ -85,6 +99,9 @@ public struct AppAttestClientConfiguration: Sendable {
         self.maximumRegistrationAttempts = 5
         self.initialRetryDelay = 1
         self.maximumRetryDelay = 60
+        self.resendsNonIdempotentRequests = false
+        self.reattestsRevokedKeys = false
+        self.maximumKeyReplacementsPerDay = 3
         self.prepareRegistrationRequest = { $0 }
         self.now = { Date() }
     }
@@ -122,6 +139,17 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
         public static let unsupportedRequest = Code(name: "unsupportedRequest")
         /// The key storage failed.
         public static let storage = Code(name: "storage")
+        /// The server's App Attest layer refused the request, before your route ran, for a reason the client cannot
+        /// repair (``AppAttestClientError/problemCode`` and ``AppAttestClientError/action`` say which): not a
+        /// logout, and sending it again will not help.
+        public static let requestRefused = Code(name: "requestRefused")
+        /// The server refused the request as it refuses a second delivery of one it accepted (its challenge or counter
+        /// was already used, or its timestamp is too old): the request may have run. It was not resent, because its
+        /// method is not idempotent (``AppAttestClientConfiguration/resendsNonIdempotentRequests``).
+        public static let requestMayHaveRun = Code(name: "requestMayHaveRun")
+        /// The client will not try before ``AppAttestClientError/retryAfter``: the server asked for a longer wait than
+        /// ``AppAttestClientConfiguration/maximumRetryDelay``, or the key replacements of the day are spent.
+        public static let deferred = Code(name: "deferred")
         /// The name of the code.
         public var description: String { name }
     }
@@ -136,16 +164,23 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
     public let problemCode: String?
     /// The key provider's code, for ``Code/keyProvider`` and ``Code/featureUnsupported``.
     public let providerCode: AppAttestKeyProviderError.Code?
+    /// The `action` of the server's problem document, if it sent one (`retry`, `refetchChallenge`, `reattest` or
+    /// `none`).
+    public let action: String?
+    /// When the client will try again, for ``Code/deferred``.
+    public let retryAfter: Date?
 
     init(
         _ code: Code, _ message: String, status: Int? = nil, problemCode: String? = nil,
-        providerCode: AppAttestKeyProviderError.Code? = nil
+        providerCode: AppAttestKeyProviderError.Code? = nil, action: String? = nil, retryAfter: Date? = nil
     ) {
         self.code = code
         self.message = message
         self.status = status
         self.problemCode = problemCode
         self.providerCode = providerCode
+        self.action = action
+        self.retryAfter = retryAfter
     }
 
     /// The code, and what happened.

@@ -53,9 +53,14 @@ extension AppAttestServer {
             }
         } catch {
             if error.code == .receiptRefreshFailed {
-                let code = (error.underlying as? AppleAPIError).map { "apple.\($0.code)" } ?? "apple.failed"
+                let apple = error.underlying as? AppleAPIError
+                let code = apple.map { "apple.\($0.code)" } ?? "apple.failed"
                 logger.warning("receipt refresh failed", metadata: ["keyId": "\(keyID)", "error": "\(code)"])
-                return .problem(.init(status: .badGateway, code: code, title: "Apple's receipt service refused"))
+                // Apple's side or the network: worth a retry later; anything else needs a person.
+                return .problem(
+                    .init(
+                        status: .badGateway, code: code, title: "Apple's receipt service refused",
+                        retryAfter: apple?.isRetryable == true ? 60 : nil))
             }
             return .problem(Self.problem(error))
         }
@@ -84,7 +89,8 @@ extension AppAttestServer {
         }
     }
 
-    static let unknownKey = AppAttestProblem(status: .notFound, code: "unknownKey", title: "No such key")
+    static let unknownKey = AppAttestProblem(
+        status: .notFound, code: "unknownKey", title: "No such key", action: .reattest)
     static let forbidden = AppAttestProblem(
         status: .forbidden, code: "forbidden", title: "This caller's token does not allow this operation")
 

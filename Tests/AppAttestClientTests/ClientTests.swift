@@ -1,5 +1,7 @@
 #if Service && Vapor
 import AppAttest
+import AppAttestHTTP
+import AppAttestLifecycle
 import AppAttestWire
 @testable import AppAttestClient
 import AppAttestStore
@@ -15,48 +17,73 @@ import FoundationNetworking
 /// The client's own behaviour against a scripted transport: what it sends, and how it recovers.
 @Suite("AppAttestClient")
 struct ClientTests {
-    /// Answers the challenge and attestation routes like the adapters do, and protected requests with a script.
+    /// Answers the challenge and attestation routes like the adapters do, and protected requests with a script of
+    /// the servers' own problem documents (AppAttestHTTP's, as every server writes them).
     final class ScriptedTransport: AppAttestClientTransport {
+        enum Answer {
+            case problem(AppAttestProblem)
+            /// The route's own answer with this status (not an App Attest refusal).
+            case route(Int)
+        }
         struct State {
             var sent: [URLRequest] = []
             var attestationStatus: [Int] = []
-            var protected: [(Int, String?)] = []
+            var protected: [Answer] = []
             var date: String?
         }
         let state = Mutex(State())
 
         var sent: [URLRequest] { state.withLock { $0.sent } }
+        func protectedSent(_ path: String = "/api/x") -> Int { sent.filter { $0.url!.path == path }.count }
 
         func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
             let url = request.url!
             return state.withLock { state in
                 state.sent.append(request)
-                func answer(_ status: Int, _ body: String, _ type: String = "application/json", date: String? = nil)
+                func answer(_ status: Int, _ body: [UInt8], _ fields: [String: String] = [:])
                     -> (Data, HTTPURLResponse)
                 {
-                    var fields = ["Content-Type": type]
-                    if let date { fields["Date"] = date }
+                    var fields = fields
+                    if fields["Content-Type"] == nil { fields["Content-Type"] = "application/json" }
+                    if let date = state.date { fields["Date"] = date }
                     return (
-                        Data(body.utf8),
+                        Data(body),
                         HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
                     )
                 }
+                func problem(_ problem: AppAttestProblem) -> (Data, HTTPURLResponse) {
+                    var fields: [String: String] = [:]
+                    for field in problem.headerFields { fields[field.name.rawName] = field.value }
+                    return answer(Int(problem.status.code), problem.document, fields)
+                }
                 switch url.path {
                 case "/appattest/challenge":
-                    return answer(200, #"{"challenge":"\#(RequestBindingLayoutTesting.challenge)","expiresAt":"x"}"#)
+                    return answer(
+                        200, Array(#"{"challenge":"\#(RequestBindingLayoutTesting.challenge)","expiresAt":"x"}"#.utf8))
                 case "/appattest/attestation":
                     let status = state.attestationStatus.isEmpty ? 200 : state.attestationStatus.removeFirst()
-                    return status == 200 ? answer(200, "{}") : answer(status, #"{"code":"storeUnavailable"}"#)
+                    return status == 200
+                        ? answer(200, Array("{}".utf8))
+                        : problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, "scripted")))
                 default:
-                    let (status, code) = state.protected.isEmpty ? (200, nil) : state.protected.removeFirst()
-                    guard let code else { return answer(status, "ok", "text/plain") }
-                    return answer(
-                        status, #"{"type":"about:blank","title":"t","status":\#(status),"code":"\#(code)"}"#,
-                        "application/problem+json", date: state.date)
+                    switch state.protected.isEmpty ? .route(200) : state.protected.removeFirst() {
+                    case .route(let status):
+                        return answer(status, Array("ok".utf8), ["Content-Type": "text/plain"])
+                    case .problem(let refusal): return problem(refusal)
+                    }
                 }
             }
         }
     }
+
+    /// The problem each server answers for a service refusal.
+    static func refusal(_ code: AppAttestServiceError.Code) -> ScriptedTransport.Answer {
+        .problem(AppAttestProblem(AppAttestServiceError(code, "scripted")))
+    }
+    static let counterNotIncreasing = ScriptedTransport.Answer.problem(
+        AppAttestProblem(
+            AppAttestServiceError(
+                .verificationFailed, "scripted", verification: AppAttestError(.counterNotIncreasing, "scripted"))))
 
     enum RequestBindingLayoutTesting {
         static let challenge = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"
@@ -147,10 +174,15 @@ struct ClientTests {
         let transport = ScriptedTransport()
         transport.state.withLock { $0.attestationStatus = [503] }
         let storage = MemoryKeyStorage()
-        let client = client(provider, transport, storage: storage)
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.initialRetryDelay = 0.001
+        configuration.maximumRetryDelay = 2  // the server's 503 asks for a second
+        let client = AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
         let keyID = try await client.register()
         #expect(await provider.callCount("generateKey") == 1)
-        #expect(await provider.callCount("attestKey") == 4)  // two unavailable, one refused by a 503, one accepted
+        // Two unavailable, then one attested: its object is posted again after the 503, never attested twice.
+        #expect(await provider.callCount("attestKey") == 3)
         #expect(await storage.load() == AppAttestStoredKey(keyID: keyID, registered: true))
     }
 
@@ -186,39 +218,176 @@ struct ClientTests {
         #expect(await provider.callCount("attestKey") == 1)
     }
 
-    @Test("repairable refusals are repaired once: unknown key, used challenge, late counter, skewed clock")
+    @Test("refusals are handled as their action says, once each: a new key, a new challenge, a later counter")
     func repairs() async throws {
-        for (code, status) in [("unknownKey", 401), ("challengeUnknown", 409), ("counterNotIncreasing", 409)] {
+        for (name, answer) in [
+            ("unknownKey", Self.refusal(.unknownKey)), ("challengeUnknown", Self.refusal(.challengeUnknown)),
+            ("counterNotIncreasing", Self.counterNotIncreasing), ("challengeExpired", Self.refusal(.challengeExpired)),
+        ] {
             let provider = Self.provider()
             let transport = ScriptedTransport()
-            transport.state.withLock { $0.protected = [(status, code)] }
+            transport.state.withLock { $0.protected = [answer] }
             let client = client(provider, transport)
             let (_, response) = try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
-            #expect(response.statusCode == 200, "\(code)")
-            let protected = transport.sent.filter { $0.url!.path == "/api/x" }
-            #expect(protected.count == 2, "\(code)")
-            #expect(await provider.callCount("generateKey") == (code == "unknownKey" ? 2 : 1), "\(code)")
+            #expect(response.statusCode == 200, "\(name)")
+            #expect(transport.protectedSent() == 2, "\(name)")
+            #expect(await provider.callCount("generateKey") == (name == "unknownKey" ? 2 : 1), "\(name)")
         }
-        // The same refusal twice is answered to the app, not retried again.
+        // The same refusal twice is thrown, typed, not retried again.
         let transport = ScriptedTransport()
-        transport.state.withLock { $0.protected = [(409, "challengeUnknown"), (409, "challengeUnknown")] }
-        let (_, response) = try await client(Self.provider(), transport).data(
-            for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
-        #expect(response.statusCode == 409)
-        // A route's own 401 is the app's business.
+        transport.state.withLock { $0.protected = [Self.refusal(.challengeUnknown), Self.refusal(.challengeUnknown)] }
+        do {
+            _ = try await client(Self.provider(), transport).data(
+                for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .requestRefused)
+            #expect(
+                error.problemCode == "challengeUnknown" && error.action == "refetchChallenge" && error.status == 409)
+        }
+        #expect(transport.protectedSent() == 2)
+        // A route's own 401 is the app's business: returned, not retried.
         let plain = ScriptedTransport()
-        plain.state.withLock { $0.protected = [(401, "notLoggedIn")] }
+        plain.state.withLock { $0.protected = [.route(401)] }
         let (_, own) = try await client(Self.provider(), plain).data(
             for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
         #expect(own.statusCode == 401)
-        #expect(plain.sent.filter { $0.url!.path == "/api/x" }.count == 1)
+        #expect(plain.protectedSent() == 1)
+    }
+
+    @Test("a POST refused as a second delivery would be is not sent again: it may have run")
+    func neverTwice() async throws {
+        for answer in [Self.refusal(.challengeUnknown), Self.refusal(.counterReplayed), Self.counterNotIncreasing] {
+            let transport = ScriptedTransport()
+            transport.state.withLock { $0.protected = [answer] }
+            var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+            post.httpMethod = "POST"
+            do {
+                _ = try await client(Self.provider(), transport).data(for: post)
+                Issue.record("no error")
+            } catch {
+                #expect(error.code == .requestMayHaveRun)
+            }
+            #expect(transport.protectedSent() == 1)
+            // A PUT the app marks as not idempotent is treated the same; a POST it marks idempotent is resent.
+            transport.state.withLock { $0.protected = [answer] }
+            var put = post
+            put.httpMethod = "PUT"
+            await #expect(throws: AppAttestClientError.self) {
+                try await client(Self.provider(), transport).data(for: put, isIdempotent: false)
+            }
+            #expect(transport.protectedSent() == 2)
+            transport.state.withLock { $0.protected = [answer] }
+            #expect(
+                try await client(Self.provider(), transport).data(for: post, isIdempotent: true).1.statusCode == 200)
+            #expect(transport.protectedSent() == 4)
+        }
+        // A challenge that expired unused proves the request never ran: a POST is signed again.
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.protected = [Self.refusal(.challengeExpired)] }
+        var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        post.httpMethod = "POST"
+        #expect(try await client(Self.provider(), transport).data(for: post).1.statusCode == 200)
+        #expect(transport.protectedSent() == 2)
+    }
+
+    @Test("a revoked key is not replaced unless configured; an App Attest refusal is typed, never a bare 401")
+    func revoked() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.protected = [Self.refusal(.keyRevoked)] }
+        do {
+            _ = try await client(provider, transport).data(
+                for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .requestRefused && error.problemCode == "keyRevoked" && error.action == "none")
+        }
+        #expect(await provider.callCount("generateKey") == 1)
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.reattestsRevokedKeys = true
+        transport.state.withLock { $0.protected = [Self.refusal(.keyRevoked)] }
+        let client = AppAttestClient(configuration: configuration, keyProvider: provider, transport: transport)
+        #expect(
+            try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x"))).1.statusCode == 200)
+        #expect(await provider.callCount("generateKey") == 3)  // this client's first key, then its replacement
+    }
+
+    @Test("a key that fails on the device is replaced, once per request and within the day's limit")
+    func noLockout() async throws {
+        for code in [AppAttestKeyProviderError.Code.unknownSystemFailure, .invalidInput, .invalidKey] {
+            let provider = Self.provider()
+            let transport = ScriptedTransport()
+            var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+            configuration.maximumKeyReplacementsPerDay = 1
+            let client = AppAttestClient(configuration: configuration, keyProvider: provider, transport: transport)
+            let first = try await client.register()
+            // Every assertion of this key fails, as some keys do after a restore.
+            await provider.fail(.generateAssertion, with: code, keyID: first, times: nil)
+            let (_, response) = try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
+            #expect(response.statusCode == 200, "\(code)")
+            let second = try #require(await client.registeredKeyID)
+            #expect(second != first)
+            // The second key fails too: the day's replacement is spent, so the client defers instead of attesting.
+            await provider.fail(.generateAssertion, with: code, keyID: second, times: nil)
+            do {
+                _ = try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
+                Issue.record("no error")
+            } catch {
+                #expect(error.code == .deferred, "\(code)")
+                #expect((error.retryAfter?.timeIntervalSinceNow ?? 0) > 86_000)
+            }
+            #expect(await provider.callCount("attestKey") == 2)
+        }
+    }
+
+    @Test("retry answers wait for Retry-After and are sent again; a longer wait is a deferral that says until when")
+    func retryAfter() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.protected = [.problem(.rateLimited(retryAfter: 0))] }
+        let client = client(Self.provider(), transport)
+        #expect(
+            try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x"))).1.statusCode == 200)
+        #expect(transport.protectedSent() == 2)
+        // 503 asks for a second; this client waits at most 4 ms.
+        transport.state.withLock { $0.protected = [Self.refusal(.storeUnavailable)] }
+        do {
+            _ = try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .deferred && error.problemCode == "storeUnavailable")
+            #expect(error.retryAfter != nil)
+        }
+        #expect(transport.protectedSent() == 3)
+    }
+
+    @Test("the simulated device keeps Apple's rules: one attestation per key, no assertion before it")
+    func simulatorRules() async throws {
+        let provider = Self.provider()
+        let keyID = try await provider.generateKey()
+        await #expect(throws: AppAttestKeyProviderError.self) {
+            try await provider.generateAssertion(keyID, clientDataHash: Data(count: 32))
+        }
+        await provider.fail(.attestKey, with: .serverUnavailable)
+        await #expect(throws: AppAttestKeyProviderError.self) {
+            try await provider.attestKey(keyID, clientDataHash: Data(count: 32))
+        }
+        #expect(await provider.isAttested(keyID) == false)
+        _ = try await provider.attestKey(keyID, clientDataHash: Data(count: 32))
+        do {
+            _ = try await provider.attestKey(keyID, clientDataHash: Data(count: 32))
+            Issue.record("attested twice")
+        } catch {
+            #expect((error as? AppAttestKeyProviderError)?.code == .invalidKey)
+        }
+        _ = try await provider.generateAssertion(keyID, clientDataHash: Data(count: 32))
     }
 
     @Test("a stale timestamp is retried once on the server's clock (its Date header)")
     func clockSkew() async throws {
         let transport = ScriptedTransport()
         transport.state.withLock {
-            $0.protected = [(401, "staleTimestamp")]
+            $0.protected = [.problem(.staleTimestamp)]
             $0.date = "Sun, 06 Nov 1994 08:49:37 GMT"
         }
         let client = client(Self.provider(), transport, freshness: .timestamp)

@@ -41,25 +41,46 @@ enum E2E {
 }
 
 /// Sends through URLSession, or, once ``holdNext()`` was called, keeps the next signed request and answers 599
-/// without sending it: the test then sends it, altered or not, itself.
+/// without sending it: the test then sends it, altered or not, itself. Once ``duplicateNext()`` was called, it
+/// delivers the next signed request twice, as a connection retried beneath the app does, and answers the second.
 final class HoldingTransport: AppAttestClientTransport {
     let inner = URLSessionClientTransport(session: E2E.session)
-    private let state = Mutex<(hold: Bool, held: URLRequest?)>((false, nil))
+    private struct State {
+        var hold = false
+        var duplicate = false
+        var held: URLRequest?
+        /// The status of every delivery of a signed request, by path.
+        var deliveries: [String: [Int]] = [:]
+    }
+    private let state = Mutex(State())
 
     func holdNext() { state.withLock { $0.hold = true } }
+    func duplicateNext() { state.withLock { $0.duplicate = true } }
     var held: URLRequest? { state.withLock { $0.held } }
+    func deliveries(_ path: String) -> [Int] { state.withLock { $0.deliveries[path] ?? [] } }
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let hold = state.withLock { state -> Bool in
-            guard state.hold, request.value(forHTTPHeaderField: "App-Attest-Assertion") != nil else { return false }
-            state.hold = false
-            state.held = request
-            return true
+        let signed = request.value(forHTTPHeaderField: "App-Attest-Assertion") != nil
+        let (hold, duplicate) = state.withLock { state -> (Bool, Bool) in
+            guard signed else { return (false, false) }
+            defer { (state.hold, state.duplicate) = (false, false) }
+            if state.hold { state.held = request }
+            return (state.hold, state.duplicate)
         }
         if hold {
             return (Data(), HTTPURLResponse(url: request.url!, statusCode: 599, httpVersion: nil, headerFields: nil)!)
         }
-        return try await inner.send(request)
+        var answer = try await inner.send(request)
+        if duplicate {
+            record(request, answer.1.statusCode)
+            answer = try await inner.send(request)
+        }
+        if signed { record(request, answer.1.statusCode) }
+        return answer
+    }
+
+    private func record(_ request: URLRequest, _ status: Int) {
+        state.withLock { $0.deliveries[request.url!.path, default: []].append(status) }
     }
 }
 
@@ -193,6 +214,25 @@ struct EndToEnd {
         #expect(original.statusCode == 200, "the held request as signed")
         let (replayData, replay) = try await transport.inner.send(held)
         #expect([401, 409].contains(replay.statusCode), "replay: \(String(decoding: replayData, as: UTF8.self))")
+
+        // A POST delivered twice beneath the app: its route runs once, the second copy is refused as a replay, and
+        // the client does not send it a third time: it says the request may have run.
+        let duplicated = try request("POST", "/orders/delivered-twice", body: "{}")
+        transport.duplicateNext()
+        do {
+            _ = try await client.data(for: duplicated)
+            Issue.record("a duplicated POST was not reported")
+        } catch {
+            #expect(error.code == .requestMayHaveRun, "\(error)")
+            #expect(["challengeUnknown", "counterReplayed", "counterNotIncreasing"].contains(error.problemCode))
+        }
+        let postDeliveries = transport.deliveries(prefix + "/orders/delivered-twice")
+        #expect(postDeliveries.count == 2 && postDeliveries.first == 200, "\(postDeliveries)")
+        // A GET delivered twice is signed again once and answered.
+        transport.duplicateNext()
+        let (_, get) = try await client.data(for: try request("GET", "/orders/delivered-twice"))
+        #expect(get.statusCode == 200)
+        #expect(transport.deliveries(prefix + "/orders/delivered-twice").filter { $0 == 200 }.count == 3)
 
         // The key is lost (reinstall, restore): the next request attests a new one and passes.
         await provider.loseKeys()

@@ -102,8 +102,11 @@ struct MiddlewareTests {
         }
     }
 
+    /// The problem's code; its action is checked against the documented one on the way.
     func code(_ response: TestResponse) -> String? {
-        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])?["code"] as? String
+        let document = (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:]
+        #expect(DocumentedProblemActions.isDocumented(document), "undocumented action: \(document)")
+        return document["code"] as? String
     }
 
     @Test("register, then a protected request passes once; its replay is 409")

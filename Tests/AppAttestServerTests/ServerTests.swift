@@ -113,8 +113,11 @@ enum Fixture {
         return headers
     }
 
+    /// The answer's JSON; a problem document's action is checked against the documented one on the way.
     static func json(_ response: TestResponse) -> [String: Any] {
-        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:]
+        let document = (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:]
+        #expect(DocumentedProblemActions.isDocumented(document), "undocumented action: \(document)")
+        return document
     }
 }
 
@@ -435,6 +438,7 @@ struct ServerFreshnessTests {
 
 #if Service
 import AppAttestHTTP
+import AppAttestLifecycle
 @testable import AppAttestServer
 
 /// The hot path writes its answer without JSONEncoder; it must be byte for byte what JSONEncoder writes.
@@ -478,6 +482,7 @@ struct KeyDocumentTests {
         var title: String
         var status: Int
         var code: String
+        var action: String
     }
 
     @Test("problem documents are written directly, byte for byte what JSONEncoder writes")
@@ -497,10 +502,29 @@ struct KeyDocumentTests {
         for problem in problems {
             let expected = EncodedProblem(
                 type: "https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors",
-                title: problem.title, status: problem.status.code, code: problem.code)
+                title: problem.title, status: problem.status.code, code: problem.code, action: problem.action.rawValue)
             #expect(
                 problem.document == Array(try encoder.encode(expected)),
                 "\(String(decoding: problem.document, as: UTF8.self))")
+        }
+    }
+
+    @Test("every service refusal carries the action the README documents for its code, and a retry its wait")
+    func problemActions() {
+        let codes: [AppAttestServiceError.Code] = [
+            .challengeUnknown, .challengeExpired, .challengeMismatch, .keyAlreadyRegistered, .keyBoundToAnotherUser,
+            .unknownKey, .keyRevoked, .counterReplayed, .verificationFailed, .storeUnavailable, .environmentNotAllowed,
+            .tooManyChallenges, .malformedBinding, .invalidUserID,
+        ]
+        var problems = codes.map { AppAttestProblem(AppAttestServiceError($0, "test")) }
+        problems += [AppAttestError.Code.counterNotIncreasing, .signatureInvalid, .malformed, .appIdMismatch].map {
+            AppAttestProblem(
+                AppAttestServiceError(.verificationFailed, "test", verification: AppAttestError($0, "test")))
+        }
+        problems += [.staleTimestamp, .missingAssertion, .bodyTooLarge, .rateLimited(retryAfter: 2)]
+        for problem in problems {
+            #expect(problem.action.rawValue == DocumentedProblemActions.action(for: problem.code), "\(problem.code)")
+            #expect((problem.action == .retry) == (problem.retryAfter != nil), "\(problem.code)")
         }
     }
 }

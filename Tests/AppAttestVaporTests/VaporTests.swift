@@ -42,8 +42,11 @@ struct VaporMiddlewareTests {
 
     struct Challenge: Decodable { var challenge: String }
 
+    /// The problem's code; its action is checked against the documented one on the way.
     func code(_ response: TestingHTTPResponse) -> String? {
-        (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])?["code"] as? String
+        let document = (try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]) ?? [:]
+        #expect(DocumentedProblemActions.isDocumented(document), "undocumented action: \(document)")
+        return document["code"] as? String
     }
 
     func challenge(_ app: Application, purpose: String, keyID: KeyID? = nil) async throws -> [UInt8] {

@@ -20,7 +20,8 @@ import struct Foundation.Date
 import HTTPTypes
 /// App Attest verification for other services: challenges, attestation registration, assertion verification,
 /// key revocation and receipt refresh, on SQLite or PostgreSQL. Every /v1 operation needs a bearer token.
-/// Errors are RFC 9457 problems (application/problem+json) with a stable `code`:
+/// Errors are RFC 9457 problems (application/problem+json) with a stable `code` and an `action` for the app
+/// (retry after Retry-After, refetchChallenge, reattest, or none):
 /// 400 malformed, 401 failed verification or missing token, 404 unknown key, 409 replay, 413 body too large,
 /// 429 rate limited (with Retry-After), 502 Apple refused, 503 store unavailable or not configured.
 /// Binary values are Base64 (standard) except challenges, which are Base64URL without padding. A keyId is accepted

@@ -51,6 +51,10 @@ extension Components {
             public var title: Swift.String
             /// - Remark: Generated from `#/components/schemas/Problem/status`.
             public var status: Swift.Int
+            /// What the app should do: retry (after Retry-After), refetchChallenge (sign again with a new challenge, counter or timestamp; only a request that may run twice), reattest (discard the key and attest a new one), none (sending again cannot help). Treat an unknown action as none.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Problem/action`.
+            public var action: Swift.String
             /// malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/code`.
@@ -61,22 +65,26 @@ extension Components {
             ///   - _type:
             ///   - title:
             ///   - status:
+            ///   - action: What the app should do: retry (after Retry-After), refetchChallenge (sign again with a new challenge, counter or timestamp; only a request that may run twice), reattest (discard the key and attest a new one), none (sending again cannot help). Treat an unknown action as none.
             ///   - code: malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             public init(
                 _type: Swift.String,
                 title: Swift.String,
                 status: Swift.Int,
+                action: Swift.String,
                 code: Swift.String
             ) {
                 self._type = _type
                 self.title = title
                 self.status = status
+                self.action = action
                 self.code = code
             }
             public enum CodingKeys: String, CodingKey {
                 case _type = "type"
                 case title
                 case status
+                case action
                 case code
             }
         }

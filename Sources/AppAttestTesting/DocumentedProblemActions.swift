@@ -1,0 +1,21 @@
+/// The `action` each problem code calls for, written out as README's Errors table documents it, independently of the
+/// code that writes the documents: the routers' tests check every refusal they see against it.
+package enum DocumentedProblemActions {
+    /// The documented action for `code` (`none` for the verifier's codes and anything not listed).
+    package static func action(for code: String) -> String {
+        switch code {
+        case "rateLimited", "tooManyChallenges", "storeUnavailable": "retry"
+        case "challengeExpired", "challengeMismatch", "challengeUnknown", "counterReplayed", "counterNotIncreasing",
+            "staleTimestamp":
+            "refetchChallenge"
+        case "unknownKey": "reattest"
+        default: "none"
+        }
+    }
+
+    /// Whether a problem document's fields carry the documented action; true for a body that is not a problem.
+    package static func isDocumented(_ document: [String: Any]) -> Bool {
+        guard let code = document["code"] as? String, document["type"] != nil else { return true }
+        return document["action"] as? String == action(for: code)
+    }
+}
