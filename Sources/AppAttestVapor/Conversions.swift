@@ -20,7 +20,25 @@ extension HTTPRequest {
         }
         self.init(
             method: method, scheme: nil, authority: nil,
-            path: request.url.string, headerFields: fields)
+            path: request.requestTarget, headerFields: fields)
+    }
+}
+
+extension Request {
+    /// The request target as it arrived: the percent-encoded path and query, byte for byte what the app signed.
+    ///
+    /// Vapor keeps no copy of the raw target, and its `URI` gives the path back with every `%3B` turned into `;` on
+    /// Linux (`URI.string` and `URI.path`), so that `/a%3Bb`, signed as it travels, would be bound as `/a;b`. The
+    /// components `URI` parsed from the raw target still hold it as received: read them, and fall back to
+    /// `URI.string` only if a later Vapor stores them differently (the end-to-end tests would then fail on `%3B`).
+    var requestTarget: String {
+        guard let components = Mirror(reflecting: url).descendant("components") as? URLComponents else {
+            return url.string
+        }
+        var target = components.percentEncodedPath
+        if target.isEmpty { target = "/" }
+        if let query = components.percentEncodedQuery { target += "?" + query }
+        return target
     }
 }
 

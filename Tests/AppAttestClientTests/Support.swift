@@ -167,10 +167,12 @@ struct EndToEnd {
             statuses.allSatisfy { $0 == 200 }, "statuses: \(Dictionary(grouping: statuses) { $0 }.mapValues(\.count))")
         #expect(await provider.device(keyID)?.counter == 100)
 
-        // Targets as they travel: a space, an encoded slash, a trailing slash, a query.
+        // Targets as they travel: a space, encoded delimiters (slash, semicolon, percent), a matrix parameter, a
+        // trailing slash, a query with a repeated key and an empty value.
         for (method, target) in [
-            ("POST", "/with%20space/x"), ("POST", "/a%2Fb"), ("GET", "/trailing/"), ("GET", "/search?q=a%20b&page=2"),
-            ("DELETE", "/orders/7?force=true"),
+            ("POST", "/with%20space/x"), ("POST", "/a%2Fb"), ("POST", "/a%3Bb"), ("POST", "/100%25/x"),
+            ("GET", "/m;v=1/x"), ("GET", "/trailing/"), ("GET", "/search?q=a%20b&page=2"),
+            ("GET", "/list?k=1&k=2&empty=&k=3"), ("DELETE", "/orders/7?force=true"),
         ] {
             let (data, response) = try await client.data(for: try request(method, target))
             #expect(response.statusCode == 200, "\(method) \(target): \(String(decoding: data, as: UTF8.self))")

@@ -3,7 +3,7 @@ import AppAttest
 import AppAttestClient
 import AppAttestSQLite
 import AppAttestStore
-import AppAttestVapor
+@testable import AppAttestVapor
 import Foundation
 import Synchronization
 import Vapor
@@ -34,8 +34,9 @@ final class VaporBackend: Backend {
             app.appAttest.middleware(freshness: HummingbirdBackend.serverFreshness(setup.freshness)))
         for method in [HTTPMethod.GET, .POST, .PUT, .DELETE] {
             api.on(method, "**") { request async throws -> String in
+                // The target as received (Vapor's own `url.string` shows `%3B` in a path as `;` on Linux).
                 echo(
-                    method: request.method.rawValue, target: request.url.string,
+                    method: request.method.rawValue, target: request.requestTarget,
                     counter: try request.appAttest.requireDevice().counter)
             }
         }
