@@ -9,28 +9,73 @@ import FoundationNetworking
 extension AppAttestClient {
     // MARK: Registration
 
+    /// The current key (nil when there is none, or it was discarded), loading it and the history the first time.
     func storedKey() async throws(AppAttestClientError) -> AppAttestStoredKey? {
         if !loaded {
-            do { key = try await keyStorage.load() } catch { throw AppAttestClientError(.storage, "\(error)") }
+            let record: AppAttestStoredKey?
+            do { record = try await keyStorage.load() } catch { throw AppAttestClientError(.storage, "\(error)") }
+            history = record?.history ?? AppAttestStoredKey.History()
+            key = record?.discarded == true ? nil : record
             loaded = true
         }
         return key
     }
 
-    func save(_ stored: AppAttestStoredKey?) async throws(AppAttestClientError) {
+    /// Makes `stored` the current key and stores it with the history.
+    func save(_ stored: AppAttestStoredKey) async throws(AppAttestClientError) {
         key = stored
+        var record = stored
+        record.history = history.isEmpty ? nil : history
+        do { try await keyStorage.save(record) } catch { throw AppAttestClientError(.storage, "\(error)") }
+    }
+
+    /// No current key: the storage keeps `keyID` marked discarded when there is history to remember, else nothing.
+    func saveNoKey(last keyID: String?) async throws(AppAttestClientError) {
+        key = nil
         do {
-            if let stored { try await keyStorage.save(stored) } else { try await keyStorage.remove() }
+            if let keyID, !history.isEmpty {
+                try await keyStorage.save(
+                    AppAttestStoredKey(keyID: keyID, registered: false, discarded: true, history: history))
+            } else {
+                try await keyStorage.remove()
+            }
         } catch {
             throw AppAttestClientError(.storage, "\(error)")
         }
     }
 
-    /// Drops `keyID` if it is still the current key, so that the next request registers a new one.
-    func forget(_ keyID: String) async throws(AppAttestClientError) {
+    /// Drops `keyID` if it is still the current key, so that the next request registers a new one; `counted`
+    /// discards count against the day's budget.
+    func forget(_ keyID: String, counted: Bool = true) async throws(AppAttestClientError) {
         guard key?.keyID == keyID else { return }
         challenges.removeAll()
-        try await save(nil)
+        if counted { history.discards.append(configuration.now()) }
+        try await saveNoKey(last: keyID)
+    }
+
+    /// Throws a deferral while the server's refusals say to wait, or, for a new key, when the day's keys are spent.
+    func checkAttestationBudget(newKey: Bool) throws(AppAttestClientError) {
+        let now = configuration.now()
+        if let notBefore = history.notBefore, notBefore > now {
+            throw published(
+                AppAttestClientError(
+                    .deferred, "the server refused \(history.refusedAttestations) attestations in a row",
+                    retryAfter: notBefore))
+        }
+        guard newKey else { return }
+        history.discards.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
+        if history.discards.count > max(configuration.maximumKeyReplacementsPerDay, 0) {
+            throw published(
+                AppAttestClientError(
+                    .deferred, "\(history.discards.count) keys were discarded in the last 24 hours",
+                    retryAfter: (history.discards.min() ?? now).addingTimeInterval(86_400)))
+        }
+    }
+
+    /// The wait after `refusals` refused attestations in a row: a minute, then four times longer each time, at most
+    /// six hours.
+    static func refusalBackoff(_ refusals: Int) -> TimeInterval {
+        min(60 * pow(4, Double(max(refusals, 1) - 1)), 6 * 3600)
     }
 
     func performRegistration() async throws(AppAttestClientError) -> AppAttestStoredKey {
@@ -38,40 +83,81 @@ extension AppAttestClient {
             throw AppAttestClientError(
                 .featureUnsupported, "App Attest is not supported on this device", providerCode: .featureUnsupported)
         }
-        var keyID = try await storedKey()?.keyID
-        // A key is attested once: its object is posted again (same key, same challenge) until the server answers.
-        var attestation: (keyID: String, object: Data, challenge: [UInt8])?
+        let generation = keyGeneration
+        /// Throws once the key was reset (or the registration cancelled) while this registration waited.
+        func checkCurrent() throws(AppAttestClientError) {
+            guard generation == keyGeneration, !Task.isCancelled else {
+                throw AppAttestClientError(.transport, "cancelled: the key was reset")
+            }
+        }
+        let stored = try await storedKey()
+        var keyID = stored?.keyID
+        // A key is attested once: its object is kept (stored, across launches) and posted again, same key and same
+        // challenge, until the server answers.
+        var attestation: (keyID: String, object: Data, challenge: [UInt8])? = stored.flatMap { stored in
+            stored.pendingAttestation.map { (stored.keyID, $0.object, Array($0.challenge)) }
+        }
         var lastError = AppAttestClientError(.transport, "no attempt was made")
         for attempt in 0..<max(configuration.maximumRegistrationAttempts, 1) {
-            if attempt > 0 { try await backoff(attempt, after: lastError) }
+            if attempt > 0 {
+                do { try await backoff(attempt, after: lastError) } catch { throw published(error) }
+            }
             do {
                 if keyID == nil {
+                    try checkAttestationBudget(newKey: true)
                     let generated = try await provider { try await keyProvider.generateKey() }
+                    try checkCurrent()
+                    emit(AppAttestClientEvent(.keyGenerated, keyID: generated))
                     try await save(AppAttestStoredKey(keyID: generated, registered: false))
                     keyID = generated
                 }
                 guard let current = keyID else { continue }
                 if attestation?.keyID != current {
+                    try checkAttestationBudget(newKey: false)
                     let challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
                     let object = try await provider {
                         try await keyProvider.attestKey(current, clientDataHash: Data(SHA256.hash(data: challenge)))
                     }
+                    try checkCurrent()
                     attestation = (current, object, challenge)
+                    try await save(
+                        AppAttestStoredKey(
+                            keyID: current, registered: false,
+                            pendingAttestation: .init(object: object, challenge: Data(challenge))))
                 }
                 guard let (_, object, challenge) = attestation else { continue }
                 try await postAttestation(keyID: current, object: object, challenge: challenge)
+                try checkCurrent()
+                emit(AppAttestClientEvent(.keyAttested, keyID: current))
+                history.refusedAttestations = 0
+                history.notBefore = nil
                 let registered = AppAttestStoredKey(keyID: current, registered: true)
                 challenges.removeAll()
                 try await save(registered)
                 return registered
             } catch {
+                try checkCurrent()
                 lastError = error
+                if error.code == .deferred { throw error }
+                let refused =
+                    error.code == .registrationRefused && error.status.map { $0 < 500 && $0 != 429 } == true
+                if refused {
+                    emit(
+                        AppAttestClientEvent(
+                            .attestationRefused, keyID: keyID, code: error.problemCode, status: error.status))
+                }
                 var recovery = Self.registrationRecovery(error)
-                if attestation != nil, error.code == .registrationRefused,
-                    ["challengeUnknown", "challengeExpired"].contains(error.problemCode)
-                {
+                if attestation != nil, refused, ["challengeUnknown", "challengeExpired"].contains(error.problemCode) {
                     // The object's challenge is gone and the key cannot be attested again: a new key.
                     recovery = .newKey
+                } else if attestation != nil, refused, recovery == nil {
+                    // The server refused the attestation itself (environment, App ID, ...): attesting again at once
+                    // would be refused too. The key is discarded and the client waits, longer after each refusal.
+                    history.refusedAttestations += 1
+                    history.notBefore = configuration.now().addingTimeInterval(
+                        Self.refusalBackoff(history.refusedAttestations))
+                    if let current = keyID { try await forget(current) }
+                    throw error
                 }
                 switch recovery {
                 case .newKey:
@@ -139,8 +225,28 @@ extension AppAttestClient {
             var keyId: String?
         }
         struct Answer: Decodable { var challenge: String }
-        let answer: Answer = try await postJSON(
-            configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
+        // A busy server (429, 503) says when to come back: waited for, up to maximumRetryDelay in all, so that many
+        // requests at once are served at the server's rate instead of failing.
+        var waited: TimeInterval = 0
+        var answer: Answer?
+        while answer == nil {
+            do {
+                answer = try await postJSON(
+                    configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
+            } catch  where error.code == .registrationRefused && [429, 503].contains(error.status ?? 0) {
+                let wait = max(error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 1, 0)
+                guard waited + wait <= configuration.maximumRetryDelay else {
+                    throw published(
+                        AppAttestClientError(
+                            .deferred, "the challenge route asked to wait \(Int(wait)) s", status: error.status,
+                            problemCode: error.problemCode, action: error.action,
+                            retryAfter: configuration.now().addingTimeInterval(wait)))
+                }
+                try await Self.sleep(seconds: wait)
+                waited += wait
+            }
+        }
+        guard let answer else { throw AppAttestClientError(.transport, "no challenge") }
         guard let challenge = RequestBindingLayout.decodeBase64URL(answer.challenge, limit: 64), !challenge.isEmpty
         else { throw AppAttestClientError(.transport, "the challenge is not Base64URL of 1 to 64 bytes") }
         return challenge

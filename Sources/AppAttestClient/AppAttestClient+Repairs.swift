@@ -95,28 +95,21 @@ extension AppAttestClient {
         case "reattest":
             guard !attempt.replacedKey else { throw refused }
             attempt.replacedKey = true
-            try await replaceKey(keyID)
+            try await replaceKey(keyID, reason: refusal.code)
         default:
             guard refusal.code == "keyRevoked", configuration.reattestsRevokedKeys, !attempt.replacedKey else {
                 throw refused
             }
             attempt.replacedKey = true
-            try await replaceKey(keyID)
+            try await replaceKey(keyID, reason: refusal.code)
         }
     }
 
     /// Discards `keyID` (if it is still the current key) so that the next request registers a new one, within
     /// ``AppAttestClientConfiguration/maximumKeyReplacementsPerDay``.
-    func replaceKey(_ keyID: String) async throws(AppAttestClientError) {
+    func replaceKey(_ keyID: String, reason: String) async throws(AppAttestClientError) {
         guard key?.keyID == keyID else { return }
-        let now = configuration.now()
-        keyReplacements.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
-        if keyReplacements.count >= max(configuration.maximumKeyReplacementsPerDay, 0) {
-            let until = (keyReplacements.first ?? now).addingTimeInterval(86_400)
-            throw AppAttestClientError(
-                .deferred, "\(keyReplacements.count) keys were replaced in the last 24 hours", retryAfter: until)
-        }
-        keyReplacements.append(now)
+        emit(AppAttestClientEvent(.keyReset, keyID: keyID, code: reason))
         try await forget(keyID)
     }
 

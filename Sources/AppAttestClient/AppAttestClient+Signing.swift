@@ -79,7 +79,7 @@ extension AppAttestClient {
                     .keyProvider, "generateAssertion failed: \(providerError)", providerCode: providerError.code)
             }
             attempt.replacedKey = true
-            try await replaceKey(keyID)
+            do { try await replaceKey(keyID, reason: providerError.code.name) } catch { throw published(error) }
             return nil
         }
         signed.setValue(keyID, forHTTPHeaderField: RequestBindingHeaders.keyID)

@@ -50,29 +50,63 @@ public actor AppAttestClient {
     var key: AppAttestStoredKey?
     var loaded = false
     var registration: Task<AppAttestStoredKey, any Error>?
+    /// Incremented by ``resetKey()``: a registration started before a reset saves nothing after it.
+    var keyGeneration = 0
     var challenges: [[UInt8]] = []
+    /// Requests that may still start now (see ``AppAttestClientConcurrency``).
     var permits: Int
-    var waiters: [CheckedContinuation<Void, Never>] = []
+    /// The spread of counters the server accepts in any order (1: strictly increasing).
+    let counterWindow: Int
+    /// The sequence number of the next signature: the key's counter, give or take a constant, since every signature
+    /// of the key is this client's.
+    var nextSequence = 0
+    /// The sequence numbers signed for requests not yet answered.
+    var unanswered: Set<Int> = []
+    var waiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    var lastWaiter = 0
     var clockOffset: TimeInterval = 0
-    /// When keys were replaced, for the day's limit.
-    var keyReplacements: [Date] = []
+    /// The attestation budget's state, stored with the key.
+    var history = AppAttestStoredKey.History()
 
+    /// The challenges reserved for one key that the servers keep unused by default (`perKey`): the most requests
+    /// that fetch or hold a challenge at once.
+    static let maximumOutstandingChallenges = 16
     /// The most next challenges kept for later requests.
     static let maximumPooledChallenges = 16
     /// The largest answer read from the challenge and attestation routes, in bytes.
     static let maximumRegistrationResponseSize = 64 * 1024
 
+    /// The lifecycle of the key and the answers to the app's requests, as they happen (``AppAttestClientEvent``): read
+    /// it to log or count them. The most recent 256 are kept for a reader that is behind.
+    public nonisolated let events: AsyncStream<AppAttestClientEvent>
+    let eventContinuation: AsyncStream<AppAttestClientEvent>.Continuation
+
     /// A client with its collaborators.
     public init(
         configuration: AppAttestClientConfiguration, keyProvider: any AppAttestKeyProvider,
-        keyStorage: any AppAttestKeyStorage = MemoryKeyStorage(),
+        keyStorage: any AppAttestKeyStorage = AppAttestClient.defaultKeyStorage(),
         transport: any AppAttestClientTransport = URLSessionClientTransport()
     ) {
         self.configuration = configuration
         self.keyProvider = keyProvider
         self.keyStorage = keyStorage
         self.transport = transport
-        self.permits = configuration.concurrency.maximumInFlight
+        (events, eventContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(Self.eventBuffer))
+        let window = configuration.concurrency.maximumInFlight
+        self.counterWindow = window
+        // Each request in flight may hold a challenge reserved for the key: never more than the server keeps.
+        self.permits =
+            configuration.freshness == .timestamp ? window : min(window, Self.maximumOutstandingChallenges)
+    }
+
+    /// Where the key is kept unless you say otherwise: the app's Keychain item on Apple platforms
+    /// (`KeychainKeyStorage()`), memory elsewhere (where the client runs for tests).
+    public static func defaultKeyStorage() -> any AppAttestKeyStorage {
+        #if canImport(Security)
+        KeychainKeyStorage()
+        #else
+        MemoryKeyStorage()
+        #endif
     }
 
     /// True when the device can attest keys.
@@ -109,12 +143,18 @@ public actor AppAttestClient {
         }
     }
 
-    /// Forgets the key (for example when the user signs out); the next request registers a new one.
+    /// Forgets the key (for example when the user signs out), cancelling a registration in flight; the next request
+    /// registers a new one.
     public func resetKey() async throws(AppAttestClientError) {
-        key = nil
-        loaded = true
+        // A registration in flight is cancelled, and whatever it still finishes is not saved over the reset.
+        registration?.cancel()
+        registration = nil
+        keyGeneration += 1
+        let current = try await storedKey()?.keyID
+        if let current { emit(AppAttestClientEvent(.keyReset, keyID: current, code: "reset")) }
         challenges.removeAll()
-        do { try await keyStorage.remove() } catch { throw AppAttestClientError(.storage, "\(error)") }
+        // The history stays: a reset is the app's choice, but Apple's budget is the same.
+        try await saveNoKey(last: current)
     }
 
     /// Signs `request` with an assertion of the app's key (registering it first if needed), sends it through the
@@ -136,6 +176,7 @@ public actor AppAttestClient {
     public func data(for request: URLRequest, isIdempotent: Bool? = nil) async throws(AppAttestClientError) -> (
         Data, HTTPURLResponse
     ) {
+        let started = ContinuousClock.now
         let binding = try RequestParts(request)
         let resendable =
             isIdempotent ?? Self.idempotentMethods.contains(binding.method)
@@ -146,19 +187,29 @@ public actor AppAttestClient {
             let keyID = try await register()
             // The permit first: a challenge is fetched only for a request that will be sent now, so that the
             // challenges outstanding never exceed the requests in flight.
-            await acquire()
+            let ticket = try await admit()
             let answer: (Data, HTTPURLResponse)?
             do {
                 answer = try await signAndSend(request, binding, keyID: keyID, attempt: &attempt)
             } catch {
-                release()
+                release(ticket)
                 throw error
             }
-            release()
+            release(ticket)
             guard let (data, response) = answer else { continue }
             keepNextChallenge(from: response, keyID: keyID)
-            guard let refusal = Self.refusal(for: response, data) else { return (data, response) }
-            try await recover(from: refusal, keyID: keyID, resendable: resendable, attempt: &attempt)
+            guard let refusal = Self.refusal(for: response, data) else {
+                emit(
+                    AppAttestClientEvent(
+                        .answered, keyID: keyID, status: response.statusCode, latency: ContinuousClock.now - started))
+                return (data, response)
+            }
+            do {
+                try await recover(from: refusal, keyID: keyID, resendable: resendable, attempt: &attempt)
+            } catch {
+                throw published(error)
+            }
+            emit(AppAttestClientEvent(.repaired, keyID: keyID, code: refusal.code, status: refusal.status))
         }
     }
 
@@ -178,15 +229,41 @@ public actor AppAttestClient {
 
     // MARK: Concurrency
 
-    func acquire() async {
-        if permits > 0 {
-            permits -= 1
-            return
+    /// Waits until a request may be signed: a permit is free, and its signature's counter stays within the server's
+    /// window of the oldest one still unanswered (so that no request is refused for arriving late); returns its
+    /// sequence number.
+    func admit() async throws(AppAttestClientError) -> Int {
+        while !(permits > 0 && unanswered.allSatisfy({ nextSequence - $0 < counterWindow })) {
+            lastWaiter += 1
+            let id = lastWaiter
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    if Task.isCancelled { continuation.resume() } else { waiters.append((id, continuation)) }
+                }
+            } onCancel: {
+                Task { await self.wake(id) }
+            }
+            guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
         }
-        await withCheckedContinuation { continuation in waiters.append(continuation) }
+        permits -= 1
+        let sequence = nextSequence
+        nextSequence += 1
+        unanswered.insert(sequence)
+        return sequence
     }
 
-    func release() {
-        if waiters.isEmpty { permits += 1 } else { waiters.removeFirst().resume() }
+    /// The request with sequence number `ticket` was answered (or failed): the waiting requests look again.
+    func release(_ ticket: Int) {
+        unanswered.remove(ticket)
+        permits += 1
+        let waiting = waiters
+        waiters.removeAll()
+        for waiter in waiting { waiter.continuation.resume() }
+    }
+
+    /// Resumes one waiter (its task was cancelled).
+    func wake(_ id: Int) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume()
     }
 }

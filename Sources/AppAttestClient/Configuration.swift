@@ -77,9 +77,12 @@ public struct AppAttestClientConfiguration: Sendable {
     /// key stops the device until your app decides (the refusal is ``AppAttestClientError/Code/requestRefused``
     /// with the problem code `keyRevoked`).
     public var reattestsRevokedKeys: Bool
-    /// The most keys the client replaces in 24 hours (a key that fails on the device, or one the server no longer
-    /// knows); beyond it, ``AppAttestClientError/Code/deferred`` until the oldest replacement is a day old. Each
-    /// replacement costs an attestation of Apple's budget for your app.
+    /// The most keys the client replaces in 24 hours (a key that fails on the device, one the server no longer
+    /// knows, one whose attestation the server refused); beyond it, ``AppAttestClientError/Code/deferred`` until the
+    /// oldest replacement is a day old. Each replacement costs an attestation of Apple's budget for your app. The
+    /// count is stored with the key, so a relaunch does not reset it. After an attestation the server refused, the
+    /// client also waits before it attests again: a minute, four times longer after each refusal in a row, at most
+    /// six hours.
     public var maximumKeyReplacementsPerDay: Int
     /// Applied to the client's own requests (challenges, attestation) before they are sent: add your app's
     /// authentication here, so that the server can bind the key to the user.

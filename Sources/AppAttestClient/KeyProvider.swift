@@ -59,17 +59,28 @@ public struct AppAttestKeyProviderError: Error, Sendable, Hashable, CustomString
 #if canImport(DeviceCheck)
 /// The key provider of a real device: `DCAppAttestService.shared`, its `DCError`s mapped to
 /// ``AppAttestKeyProviderError``.
+///
+/// Where App Attest runs, as Apple documents it: iPhone and iPad (iOS 14), Apple TV (tvOS 15), Apple Watch (watchOS 9)
+/// and Vision Pro; on a Mac `isSupported` is false before macOS 27 (Mac Catalyst apps and iPhone apps on Apple
+/// silicon included), and a Mac may refuse a key it cannot protect (`invalidKey`). App extensions never support it,
+/// whatever `isSupported` says: this provider reports `featureUnsupported` there.
 @available(iOS 14.0, macOS 11.0, tvOS 15.0, watchOS 9.0, *)
 public struct DeviceCheckKeyProvider: AppAttestKeyProvider {
     /// The device's App Attest service.
     public init() {}
 
-    /// `DCAppAttestService.shared.isSupported`.
-    public var isSupported: Bool { DCAppAttestService.shared.isSupported }
+    /// `DCAppAttestService.shared.isSupported`, and false in an app extension.
+    public var isSupported: Bool { !Self.isAppExtension && DCAppAttestService.shared.isSupported }
 
-    /// `DCAppAttestService.generateKey()`.
+    /// Whether this process is an app extension (its bundle is an `.appex`), where `generateKey` always fails.
+    static var isAppExtension: Bool { Bundle.main.bundlePath.hasSuffix(".appex") }
+
+    /// `DCAppAttestService.generateKey()`; `featureUnsupported` in an app extension.
     public func generateKey() async throws -> String {
-        try await Self.mapped { try await DCAppAttestService.shared.generateKey() }
+        guard !Self.isAppExtension else {
+            throw AppAttestKeyProviderError(.featureUnsupported, "App Attest does not run in app extensions")
+        }
+        return try await Self.mapped { try await DCAppAttestService.shared.generateKey() }
     }
 
     /// `DCAppAttestService.attestKey(_:clientDataHash:)`.

@@ -12,12 +12,41 @@ public protocol AppAttestClientTransport: Sendable {
 }
 
 /// A transport on `URLSession` (FoundationNetworking on Linux).
+///
+/// By default it uses a session of its own that the client's requests need: no URL cache and no cookies (an answer
+/// must never come from a cache: a next challenge used twice is refused), and no redirects followed (a signed
+/// request's header fields must not travel to another target, where they would be refused or leak): a 3xx answer is
+/// returned as it came.
 public struct URLSessionClientTransport: AppAttestClientTransport {
     /// The session requests go through.
     public let session: URLSession
 
-    /// A transport on `session` (`URLSession.shared` by default).
-    public init(session: URLSession = .shared) { self.session = session }
+    /// A transport on `session`. Give your own session only if it keeps the default's rules: no cache, and no
+    /// redirects followed for signed requests.
+    public init(session: URLSession) { self.session = session }
+
+    /// A transport on a session without cache or cookies that does not follow redirects.
+    public init() { self.init(session: Self.defaultSession) }
+
+    /// The default session, shared by every default transport.
+    static let defaultSession: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
+    }()
+
+    /// Answers every redirect with the 3xx response itself.
+    final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
+            completionHandler(nil)
+        }
+    }
 
     /// Sends `request` with `URLSession.data(for:)` (iOS 15, macOS 12, tvOS 15, watchOS 8), or a data task before
     /// those.

@@ -139,12 +139,26 @@ public struct AppAttestService: Sendable {
     }
 
     /// Consumes the challenge, verifies the attestation against it and stores the key with counter 0.
+    ///
+    /// Posting the same key, object, challenge and user again within ``challengeLifetime`` of the registration answers
+    /// the registered key, as the first time: an app whose answer was lost cannot attest the key again (a device
+    /// attests each key once), so it sends the same attestation. Nothing is stored twice.
     /// - Throws: ``AppAttestServiceError``.
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
     ) async throws(AppAttestServiceError) -> KeyRecord {
         try Self.checkUserID(userID)
-        try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+        do {
+            try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+        } catch  where error.code == .challengeUnknown {
+            // The same attestation posted again because its answer was lost: the answer it had the first time.
+            if let registered = try await registeredBefore(
+                attestationObject, keyID: keyID, challenge: challenge, userID: userID)
+            {
+                return registered
+            }
+            throw error
+        }
         let attested: VerifiedAttestation
         do { attested = try verifier.verifyAttestation(attestationObject, keyID: keyID, challenge: challenge) } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
@@ -321,6 +335,23 @@ public struct AppAttestService: Sendable {
     }
 
     // MARK: Helpers
+
+    /// The key as this very attestation registered it, when the same key, object, challenge and user come again within
+    /// the challenge's lifetime of the registration: an app posts its attestation again when the answer was lost, since
+    /// the device cannot attest the key twice. Only reached once the challenge is known to be used, and only for a key
+    /// that exists: the object must verify against the challenge and carry the receipt stored with the key, so that
+    /// nothing but the first registration's own object gets its answer, and nothing changes.
+    private func registeredBefore(_ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?)
+        async throws(AppAttestServiceError) -> KeyRecord?
+    {
+        guard let existing = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }),
+            existing.revokedAt == nil, existing.userID == userID,
+            abs(now().timeIntervalSince(existing.createdAt)) <= challengeLifetime,
+            let attested = try? verifier.verifyAttestation(object, keyID: keyID, challenge: challenge),
+            attested.receipt == existing.receipt, attested.key.publicKey == existing.key.publicKey
+        else { return nil }
+        return existing
+    }
 
     private func consume(_ challenge: [UInt8], purpose: String, keyID: KeyID, userID: String?)
         async throws(AppAttestServiceError)

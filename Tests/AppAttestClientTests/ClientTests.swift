@@ -28,6 +28,10 @@ struct ClientTests {
         struct State {
             var sent: [URLRequest] = []
             var attestationStatus: [Int] = []
+            /// Refusals of the next attestations, as the servers write them.
+            var attestationRefusals: [AppAttestProblem] = []
+            /// The next attestations are delivered, and their answers lost.
+            var lostAttestationAnswers = 0
             var protected: [Answer] = []
             var date: String?
         }
@@ -38,6 +42,13 @@ struct ClientTests {
 
         func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
             let url = request.url!
+            let lost = state.withLock { state -> Bool in
+                guard url.path == "/appattest/attestation", state.lostAttestationAnswers > 0 else { return false }
+                state.lostAttestationAnswers -= 1
+                state.sent.append(request)
+                return true
+            }
+            if lost { throw URLError(.networkConnectionLost) }
             return state.withLock { state in
                 state.sent.append(request)
                 func answer(_ status: Int, _ body: [UInt8], _ fields: [String: String] = [:])
@@ -61,6 +72,7 @@ struct ClientTests {
                     return answer(
                         200, Array(#"{"challenge":"\#(RequestBindingLayoutTesting.challenge)","expiresAt":"x"}"#.utf8))
                 case "/appattest/attestation":
+                    if !state.attestationRefusals.isEmpty { return problem(state.attestationRefusals.removeFirst()) }
                     let status = state.attestationStatus.isEmpty ? 200 : state.attestationStatus.removeFirst()
                     return status == 200
                         ? answer(200, Array("{}".utf8))
@@ -361,6 +373,167 @@ struct ClientTests {
         #expect(transport.protectedSent() == 3)
     }
 
+    @Test("the lifecycle as events: key generated and attested, repairs, a key reset, each answer, a deferral")
+    func events() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        let client = client(provider, transport)
+        transport.state.withLock {
+            $0.protected = [Self.refusal(.challengeExpired), Self.refusal(.unknownKey)]
+        }
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        #expect(try await client.data(for: request).1.statusCode == 200)
+        transport.state.withLock { $0.protected = [Self.refusal(.storeUnavailable)] }
+        await #expect(throws: AppAttestClientError.self) { try await client.data(for: request) }
+        var events: [AppAttestClientEvent] = []
+        for await event in client.events {
+            events.append(event)
+            if events.count == 9 { break }
+        }
+        #expect(
+            events.map(\.kind) == [
+                .keyGenerated, .keyAttested, .repaired, .keyReset, .repaired, .keyGenerated, .keyAttested, .answered,
+                .deferred,
+            ])
+        #expect(events[2].code == "challengeExpired" && events[3].code == "unknownKey")
+        #expect(events[3].keyID == events[0].keyID && events[5].keyID != events[0].keyID)
+        #expect(events[7].status == 200 && events[7].latency != nil)
+        #expect(events[8].code == "storeUnavailable" && events[8].until != nil)
+        #expect(!events[0].description.contains(events[0].keyID!), "the description leaves the keyId out")
+    }
+
+    /// A provider whose `attestKey` waits until the test opens its gate.
+    actor GatedProvider: AppAttestKeyProvider {
+        let inner: SimulatedKeyProvider
+        private var gate: CheckedContinuation<Void, Never>?
+        private var arrived: CheckedContinuation<Void, Never>?
+        private var waiting = false
+        init(_ inner: SimulatedKeyProvider) { self.inner = inner }
+
+        var isSupported: Bool { true }
+        func generateKey() async throws -> String { try await inner.generateKey() }
+        func generateAssertion(_ keyID: String, clientDataHash: Data) async throws -> Data {
+            try await inner.generateAssertion(keyID, clientDataHash: clientDataHash)
+        }
+        func attestKey(_ keyID: String, clientDataHash: Data) async throws -> Data {
+            await withCheckedContinuation { continuation in
+                gate = continuation
+                waiting = true
+                arrived?.resume()
+                arrived = nil
+            }
+            return try await inner.attestKey(keyID, clientDataHash: clientDataHash)
+        }
+        /// Returns once an attestation waits at the gate.
+        func untilWaiting() async {
+            if waiting { return }
+            await withCheckedContinuation { arrived = $0 }
+        }
+        func open() {
+            gate?.resume()
+            gate = nil
+        }
+    }
+
+    @Test("resetKey cancels a registration in flight: what it finishes afterwards is not saved")
+    func resetDuringRegistration() async throws {
+        let provider = GatedProvider(Self.provider())
+        let storage = MemoryKeyStorage()
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: provider,
+            keyStorage: storage, transport: ScriptedTransport())
+        let registering = Task { try await client.register() }
+        await provider.untilWaiting()
+        try await client.resetKey()
+        await provider.open()
+        await #expect(throws: AppAttestClientError.self) { try await registering.value }
+        #expect(await storage.load() == nil)
+        #expect(await client.registeredKeyID == nil)
+    }
+
+    @Test("a refused attestation discards the key and waits, across relaunches, longer after each refusal")
+    func refusedAttestation() async throws {
+        let provider = Self.provider()
+        let storage = MemoryKeyStorage()
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        func client() -> AppAttestClient {
+            var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+            configuration.now = { clock.withLock { $0 } }
+            return AppAttestClient(
+                configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        }
+        let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
+        transport.state.withLock { $0.attestationRefusals = [refusal, refusal] }
+        let first = client()
+        do {
+            _ = try await first.register()
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .registrationRefused && error.problemCode == "environmentNotAllowed")
+        }
+        // At once, and after a relaunch: deferred for a minute, nothing generated, attested or sent.
+        for client in [first, client()] {
+            do {
+                _ = try await client.register()
+                Issue.record("no deferral")
+            } catch {
+                #expect(error.code == .deferred)
+                #expect(abs((error.retryAfter ?? .distantPast).timeIntervalSince(clock.withLock { $0 }) - 60) < 1)
+            }
+        }
+        #expect(await provider.callCount("generateKey") == 1)
+        #expect(await provider.callCount("attestKey") == 1)
+        // A minute later: a new key, refused again, and a four-minute wait.
+        clock.withLock { $0 += 61 }
+        await #expect(throws: AppAttestClientError.self) { try await client().register() }
+        do {
+            _ = try await client().register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(abs((error.retryAfter ?? .distantPast).timeIntervalSince(clock.withLock { $0 }) - 240) < 1)
+        }
+        // Four minutes later the server accepts it, and the history of refusals is cleared.
+        clock.withLock { $0 += 241 }
+        let relaunched = client()
+        let keyID = try await relaunched.register()
+        #expect(await provider.callCount("generateKey") == 3)
+        #expect(await provider.callCount("attestKey") == 3)
+        let stored = try #require(await storage.load())
+        #expect(stored.keyID == keyID && stored.registered && stored.history?.refusedAttestations ?? 0 == 0)
+        #expect(stored.history?.discards.count == 2)
+    }
+
+    @Test("an attestation whose answer was lost is posted again after a relaunch, never attested twice")
+    func pendingAttestation() async throws {
+        let provider = Self.provider()
+        let storage = MemoryKeyStorage()
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.lostAttestationAnswers = 1 }
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.maximumRegistrationAttempts = 1
+        await #expect(throws: AppAttestClientError.self) {
+            try await AppAttestClient(
+                configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport
+            ).register()
+        }
+        let pending = try #require(await storage.load()?.pendingAttestation)
+        let relaunched = AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        _ = try await relaunched.register()
+        #expect(await provider.callCount("attestKey") == 1)
+        let posted = transport.sent.filter { $0.url!.path == "/appattest/attestation" }
+        struct Posted: Decodable, Equatable {
+            var keyId: String
+            var attestationObject: String
+            var challenge: String
+        }
+        let bodies = try posted.map { try JSONDecoder().decode(Posted.self, from: try #require($0.httpBody)) }
+        #expect(bodies.count == 2 && bodies[0] == bodies[1], "the same key, object and challenge")
+        #expect(bodies.last?.attestationObject == pending.object.base64EncodedString())
+        #expect(await storage.load()?.pendingAttestation == nil)
+    }
+
     @Test("the simulated device keeps Apple's rules: one attestation per key, no assertion before it")
     func simulatorRules() async throws {
         let provider = Self.provider()
@@ -429,9 +602,19 @@ struct ClientTests {
         try storage.save(AppAttestStoredKey(keyID: "abc", registered: false))
         try storage.save(AppAttestStoredKey(keyID: "abc", registered: true))
         #expect(try FileKeyStorage(url: url).load() == AppAttestStoredKey(keyID: "abc", registered: true))
+        // A key stored by an earlier version (keyId and registered only) reads as it was.
+        try Data(#"{"keyID":"old","registered":true}"#.utf8).write(to: url)
+        #expect(try storage.load() == AppAttestStoredKey(keyID: "old", registered: true))
+        let full = AppAttestStoredKey(
+            keyID: "abc", registered: false,
+            pendingAttestation: .init(
+                object: Data(repeating: 7, count: 6000), challenge: Data(repeating: 1, count: 32)),
+            history: .init(discards: [Date(timeIntervalSince1970: 1_800_000_000)], refusedAttestations: 2))
+        try storage.save(full)
+        #expect(try storage.load() == full)
         try Data("not json".utf8).write(to: url)
         #expect(throws: (any Error).self) { try storage.load() }
-        try Data(repeating: 0x20, count: 5000).write(to: url)
+        try Data(repeating: 0x20, count: 70_000).write(to: url)
         #expect(throws: (any Error).self) { try storage.load() }
         try storage.remove()
         #expect(try storage.load() == nil)

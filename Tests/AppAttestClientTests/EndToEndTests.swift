@@ -8,6 +8,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// The app side against real servers on 127.0.0.1, through URLSession (FoundationNetworking): a Hummingbird app, a
 /// Vapor app, and a backend that calls `appattest serve` (“Protecting your app's requests”).
 /// The protected routes' answer: `METHOD target counter`.
@@ -54,6 +58,77 @@ struct EndToEndTests {
         try await backend.stop()
     }
     #endif
+
+    @Test("the default transport hands a redirect back instead of sending the signed request elsewhere")
+    func redirect() async throws {
+        let backend = try await HummingbirdBackend.start(freshness: .challengePerRequest, window: 1)
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: backend.baseURL),
+            keyProvider: SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID))
+        let response: HTTPURLResponse
+        do {
+            response = try await client.data(
+                for: URLRequest(url: backend.baseURL.appendingPathComponent("api/redirect"))
+            )
+            .1
+        } catch {
+            try await backend.stop()
+            throw error
+        }
+        try await backend.stop()
+        #expect(response.statusCode == 307)
+        #expect(response.value(forHTTPHeaderField: "Location") == "/api/elsewhere")
+    }
+
+    @Test(
+        "many requests at once stay within the server's default limits and its counter window",
+        .timeLimit(.minutes(2)))
+    func concurrency() async throws {
+        func client(
+            _ backend: HummingbirdBackend, _ concurrency: AppAttestClientConcurrency, _ transport: HoldingTransport
+        )
+            -> AppAttestClient
+        {
+            var configuration = AppAttestClientConfiguration(
+                baseURL: backend.baseURL, freshness: backend.setup.freshness, concurrency: concurrency)
+            configuration.initialRetryDelay = 0.05
+            return AppAttestClient(
+                configuration: configuration,
+                keyProvider: SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID), transport: transport)
+        }
+        func send(_ client: AppAttestClient, _ backend: HummingbirdBackend, count: Int, method: String = "GET")
+            async throws -> [Int]
+        {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<count {
+                    var request = URLRequest(url: backend.baseURL.appendingPathComponent("api/c/\(index)"))
+                    request.httpMethod = method
+                    group.addTask { try await client.data(for: request).1.statusCode }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        // A challenge per request, the enrollment routes limited to bursts of 20 per address: 20 at once (22
+        // challenge and attestation calls with the registration) wait for Retry-After instead of failing; with a
+        // reorder window of 64 the client still holds at most 16 challenges, the server's limit per key.
+        for (concurrency, window) in [(AppAttestClientConcurrency.serialized, 1), (.reorderWindow(64), 64)] {
+            let backend = try await HummingbirdBackend.start(
+                freshness: .challengePerRequest, window: window, defaultLimits: true)
+            let statuses = try await send(client(backend, concurrency, HoldingTransport()), backend, count: 20)
+            try await backend.stop()
+            #expect(statuses == Array(repeating: 200, count: 20), "\(concurrency)")
+        }
+        // Next challenges, 200 at once, eight in flight on a window of 8, one path slow on the network: the client
+        // signs nothing more than 7 counters past the slow one until it is answered, so that no POST is refused
+        // for arriving late.
+        let backend = try await HummingbirdBackend.start(freshness: .nextChallengeInResponse, window: 8)
+        let transport = HoldingTransport()
+        transport.delay("/api/c/0", seconds: 0.5)
+        let statuses = try await send(
+            client(backend, .reorderWindow(8), transport), backend, count: 200, method: "POST")
+        try await backend.stop()
+        #expect(statuses == Array(repeating: 200, count: 200))
+    }
 
     @Test(
         "Vapor, a reorder window of 64, eight requests in flight",

@@ -14,14 +14,22 @@ import Synchronization
 /// A Hummingbird app on SQLite: `AppAttestRoutes` under `/appattest`, `AppAttestMiddleware` on `/api/**`.
 final class HummingbirdBackend: Backend {
     let setup: BackendSetup
+    /// The enrollment routes' default rate limit (10 a second, bursts of 20, per address) instead of none.
+    let defaultLimits: Bool
     private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>, store: any AppAttestStore)?>(nil)
 
     var baseURL: URL { setup.baseURL }
 
-    private init(_ setup: BackendSetup) { self.setup = setup }
+    private init(_ setup: BackendSetup, defaultLimits: Bool) {
+        self.setup = setup
+        self.defaultLimits = defaultLimits
+    }
 
-    static func start(freshness: AppAttestClientFreshness, window: Int) async throws -> HummingbirdBackend {
-        let backend = HummingbirdBackend(try BackendSetup(freshness: freshness, window: window))
+    static func start(freshness: AppAttestClientFreshness, window: Int, defaultLimits: Bool = false) async throws
+        -> HummingbirdBackend
+    {
+        let backend = HummingbirdBackend(
+            try BackendSetup(freshness: freshness, window: window), defaultLimits: defaultLimits)
         try await backend.run()
         return backend
     }
@@ -38,9 +46,19 @@ final class HummingbirdBackend: Backend {
         let store = try SQLiteAppAttestStore(path: setup.database)
         let service = try EndToEndTests.service(store, window: setup.window)
         let router = Router(context: AppAttestRequestContext.self)
-        router.addRoutes(AppAttestRoutes(service: service, rateLimiter: nil).collection, atPath: "appattest")
+        let routes =
+            defaultLimits
+            ? AppAttestRoutes<AppAttestRequestContext>(service: service)
+            : AppAttestRoutes<AppAttestRequestContext>(service: service, rateLimiter: nil)
+        router.addRoutes(routes.collection, atPath: "appattest")
         let api = router.group("api").add(
             middleware: AppAttestMiddleware(service: service, freshness: Self.serverFreshness(setup.freshness)))
+        // A protected route that redirects: the client must hand the 3xx back, never send its signed header
+        // fields to the new target.
+        api.get("redirect") { _, context in
+            _ = try context.requireIdentity()
+            return Response(status: .temporaryRedirect, headers: [.location: "/api/elsewhere"])
+        }
         for method in [HTTPRequest.Method.get, .post, .put, .delete] {
             api.on("**", method: method) { request, context in
                 echo(

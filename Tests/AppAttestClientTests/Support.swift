@@ -48,6 +48,9 @@ final class HoldingTransport: AppAttestClientTransport {
     private struct State {
         var hold = false
         var duplicate = false
+        var loseAttestationAnswer = false
+        /// Signed requests to this path wait this long before they are sent (a slow network path).
+        var delayed: (path: String, seconds: Double)?
         var held: URLRequest?
         /// The status of every delivery of a signed request, by path.
         var deliveries: [String: [Int]] = [:]
@@ -56,10 +59,24 @@ final class HoldingTransport: AppAttestClientTransport {
 
     func holdNext() { state.withLock { $0.hold = true } }
     func duplicateNext() { state.withLock { $0.duplicate = true } }
+    /// Delivers the next attestation, then loses the server's answer (the connection drops).
+    func loseNextAttestationAnswer() { state.withLock { $0.loseAttestationAnswer = true } }
     var held: URLRequest? { state.withLock { $0.held } }
     func deliveries(_ path: String) -> [Int] { state.withLock { $0.deliveries[path] ?? [] } }
+    /// Holds back every signed request to `path` for `seconds` before sending it.
+    func delay(_ path: String, seconds: Double) { state.withLock { $0.delayed = (path, seconds) } }
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let lose = state.withLock { state -> Bool in
+            guard request.url!.path.hasSuffix("/attestation"), state.loseAttestationAnswer else { return false }
+            state.loseAttestationAnswer = false
+            return true
+        }
+        if lose {
+            let (_, response) = try await inner.send(request)
+            #expect(response.statusCode == 200, "the attestation whose answer is lost")
+            throw URLError(.networkConnectionLost)
+        }
         let signed = request.value(forHTTPHeaderField: "App-Attest-Assertion") != nil
         let (hold, duplicate) = state.withLock { state -> (Bool, Bool) in
             guard signed else { return (false, false) }
@@ -69,6 +86,9 @@ final class HoldingTransport: AppAttestClientTransport {
         }
         if hold {
             return (Data(), HTTPURLResponse(url: request.url!, statusCode: 599, httpVersion: nil, headerFields: nil)!)
+        }
+        if signed, let delayed = state.withLock({ $0.delayed }), request.url!.path == delayed.path {
+            try await Task.sleep(for: .seconds(delayed.seconds))
         }
         var answer = try await inner.send(request)
         if duplicate {
@@ -143,7 +163,9 @@ struct EndToEnd {
         let transport = HoldingTransport()
         let client = client(provider, storage: storage, transport: transport)
 
-        // Register.
+        // Register; the attestation's answer is lost, the app posts the same attestation again (a key is attested
+        // once) and the server answers as the first time.
+        transport.loseNextAttestationAnswer()
         let keyID = try await client.register()
         #expect(try storage.load() == AppAttestStoredKey(keyID: keyID, registered: true))
         #expect(await provider.callCount("attestKey") == 1)
@@ -243,7 +265,9 @@ struct EndToEnd {
         let newKeyID = try #require(await client.registeredKeyID)
         #expect(newKeyID != keyID)
         #expect(await provider.callCount("attestKey") == 2)
-        #expect(try storage.load() == AppAttestStoredKey(keyID: newKeyID, registered: true))
+        let afterLossStored = try #require(try storage.load())
+        #expect(afterLossStored.keyID == newKeyID && afterLossStored.registered)
+        #expect(afterLossStored.history?.discards.count == 1, "the lost key counts against the day's budget")
 
         // The server restarts: the app goes on with its key, without a new attestation.
         try await backend.restart()

@@ -8,14 +8,28 @@ import Testing
 /// The same contract on every backend: nothing is replayed, nothing is lost.
 @Suite("Store contract")
 struct StoreContractTests {
-    @Test("a challenge is consumed once", arguments: Backend.available)
+    @Test(
+        "a challenge is consumed once; the same attestation posted again gets its first answer",
+        arguments: Backend.available)
     func challengeReuse(_ backend: Backend) async throws {
         let harness = try await Harness(backend)
         defer { harness.close() }
         let device = try harness.device()
         let (object, challenge) = try await harness.attest(device)
-        _ = try await harness.service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
-        await expectServiceError(.challengeUnknown) {
+        let registered = try await harness.service.registerAttestation(
+            object, keyID: device.keyID, challenge: challenge)
+        // The same attestation again (its answer lost): the first answer, nothing stored twice.
+        let again = try await harness.service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
+        #expect(again.keyID == registered.keyID && again.key.publicKey == registered.key.publicKey)
+        #expect(again.receipt == registered.receipt && again.userID == registered.userID)
+        #expect(abs(again.createdAt.timeIntervalSince(registered.createdAt)) < 1)
+        // By another user, or once the challenge's lifetime has passed since the registration: a used challenge.
+        await expectServiceError(.challengeUnknown, "another user") {
+            _ = try await harness.service.registerAttestation(
+                object, keyID: device.keyID, challenge: challenge, userID: "someone-else")
+        }
+        harness.clock.advance(301)
+        await expectServiceError(.challengeUnknown, "after the lifetime") {
             _ = try await harness.service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
         }
         await expectServiceError(.challengeUnknown, "never issued") {
