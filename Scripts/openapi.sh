@@ -17,31 +17,46 @@ if [ ! -x "$tools/.build/release/swift-openapi-generator" ]; then
         exit 1
     }
 fi
-"$tools/.build/release/swift-openapi-generator" generate --config Sources/AppAttestServiceClient/openapi-generator-config.yaml \
-    --output-directory "$out/raw" Sources/AppAttestServer/openapi.yaml >"$out/generate.log" 2>&1 || {
-    cat "$out/generate.log"
-    exit 1
-}
-mkdir -p "$out/Generated"
-# Generated code is not reformatted; it compiles only with the ServiceClient trait, which brings its runtime. Its
-# `public import` lines become plain imports, which are public in this target (it does not enable
-# InternalImportsByDefault): the same meaning, without a warning for each file that does not use them publicly.
-for file in "$out"/raw/*.swift; do
-    {
-        echo "// swift-format-ignore-file"
-        echo "#if ServiceClient"
-        sed -E 's/^(@_spi\(Generated\) )?public import /\1import /' "$file"
-        echo "#endif  // ServiceClient"
-    } >"$out/Generated/$(basename "$file")"
-done
-if [ "${1:-}" = "--check" ]; then
-    if ! diff -ru Sources/AppAttestServiceClient/Generated "$out/Generated"; then
-        echo "openapi: the committed client differs from what openapi.yaml generates (bash Scripts/openapi.sh)" >&2
+# generate DOCUMENT CONFIG DESTINATION CONDITION: the generated files of DOCUMENT, each wrapped in `#if CONDITION`,
+# compared with (--check) or copied to DESTINATION.
+status=0
+generate() {
+    local document="$1" config="$2" destination="$3" condition="$4" work
+    work="$(mktemp -d)"
+    "$tools/.build/release/swift-openapi-generator" generate --config "$config" --output-directory "$work/raw" \
+        "$document" >"$work/generate.log" 2>&1 || {
+        cat "$work/generate.log"
         exit 1
+    }
+    mkdir -p "$work/Generated"
+    # Generated code is not reformatted; it compiles only with its trait, which brings its runtime. Its `public
+    # import` lines become plain imports, which are public in the client's target (it does not enable
+    # InternalImportsByDefault): the same meaning, without a warning for each file that does not use them publicly.
+    for file in "$work"/raw/*.swift; do
+        {
+            echo "// swift-format-ignore-file"
+            echo "#if $condition"
+            sed -E 's/^(@_spi\(Generated\) )?public import /\1import /' "$file"
+            echo "#endif  // $condition"
+        } >"$work/Generated/$(basename "$file")"
+    done
+    if [ "${check:-}" = 1 ]; then
+        if ! diff -ru "$destination" "$work/Generated"; then
+            echo "openapi: $destination differs from what $document generates (bash Scripts/openapi.sh)" >&2
+            status=1
+        else
+            echo "openapi: $destination is what $document generates ($(cat "$work"/Generated/*.swift | wc -l) lines)"
+        fi
+    else
+        rm -rf "$destination"
+        cp -r "$work/Generated" "$destination"
+        echo "openapi: regenerated $destination"
     fi
-    echo "openapi: the committed client is what openapi.yaml generates ($(cat "$out"/Generated/*.swift | wc -l) lines)"
-else
-    rm -rf Sources/AppAttestServiceClient/Generated
-    cp -r "$out/Generated" Sources/AppAttestServiceClient/Generated
-    echo "openapi: regenerated Sources/AppAttestServiceClient/Generated"
-fi
+}
+[ "${1:-}" = "--check" ] && check=1
+generate Sources/AppAttestServer/openapi.yaml Sources/AppAttestServiceClient/openapi-generator-config.yaml \
+    Sources/AppAttestServiceClient/Generated ServiceClient
+# The end-to-end tests' own app API, called through a generated client with AppAttestClientMiddleware.
+generate Tests/AppAttestTestAppAPI/openapi.yaml Tests/AppAttestTestAppAPI/openapi-generator-config.yaml \
+    Tests/AppAttestTestAppAPI/Generated "ClientMiddleware && ServiceClient"
+exit $status

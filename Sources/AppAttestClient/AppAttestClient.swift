@@ -176,54 +176,19 @@ public actor AppAttestClient {
     public func data(for request: URLRequest, isIdempotent: Bool? = nil) async throws(AppAttestClientError) -> (
         Data, HTTPURLResponse
     ) {
-        let started = ContinuousClock.now
-        let binding = try RequestParts(request)
-        let resendable =
-            isIdempotent ?? Self.idempotentMethods.contains(binding.method)
-            || configuration.resendsNonIdempotentRequests
-        var attempt = RequestAttempt()
+        var signed = try await sign(request, isIdempotent: isIdempotent)
         while true {
-            guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
-            let keyID = try await register()
-            // The permit first: a challenge is fetched only for a request that will be sent now, so that the
-            // challenges outstanding never exceed the requests in flight.
-            let ticket = try await admit()
-            let answer: (Data, HTTPURLResponse)?
+            let data: Data, response: HTTPURLResponse
             do {
-                answer = try await signAndSend(request, binding, keyID: keyID, attempt: &attempt)
+                (data, response) = try await transport.send(signed.request)
             } catch {
-                release(ticket)
-                throw error
+                abandon(signed)
+                throw AppAttestClientError(.transport, "\(error)")
             }
-            release(ticket)
-            guard let (data, response) = answer else { continue }
-            keepNextChallenge(from: response, keyID: keyID)
-            guard let refusal = Self.refusal(for: response, data) else {
-                emit(
-                    AppAttestClientEvent(
-                        .answered, keyID: keyID, status: response.statusCode, latency: ContinuousClock.now - started))
-                return (data, response)
+            switch try await complete(signed, response: response, body: data) {
+            case .answered: return (data, response)
+            case .resend(let next): signed = next
             }
-            do {
-                try await recover(from: refusal, keyID: keyID, resendable: resendable, attempt: &attempt)
-            } catch {
-                throw published(error)
-            }
-            emit(AppAttestClientEvent(.repaired, keyID: keyID, code: refusal.code, status: refusal.status))
-        }
-    }
-
-    /// One delivery: the proof of freshness, the assertion, the answer; nil when the key was replaced first.
-    private func signAndSend(
-        _ request: URLRequest, _ binding: RequestParts, keyID: String, attempt: inout RequestAttempt
-    ) async throws(AppAttestClientError) -> (Data, HTTPURLResponse)? {
-        let challenge = try await proofChallenge(keyID: keyID)
-        guard let signed = try await sign(request, binding, keyID: keyID, challenge: challenge, attempt: &attempt)
-        else { return nil }
-        do {
-            return try await transport.send(signed)
-        } catch {
-            throw AppAttestClientError(.transport, "\(error)")
         }
     }
 
