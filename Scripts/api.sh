@@ -4,7 +4,7 @@
 #   bash Scripts/api.sh --update   rewrites api/ (commit it, so that the change is visible in review)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(AppAttest AppAttestClient AppAttestVectors AppAttestTesting AppAttestStore AppAttestLifecycle AppAttestHTTP AppAttestSQLite AppAttestPostgres
+modules=(AppAttest AppAttestClient AppAttestClientMiddleware AppAttestVectors AppAttestTesting AppAttestStore AppAttestLifecycle AppAttestHTTP AppAttestSQLite AppAttestPostgres
     AppAttestHummingbird AppAttestVapor AppAttestServiceClient AppleDeviceAPI AppleDeviceAPITesting)
 graphs="$(bash Scripts/symbol-graphs.sh)"
 current="$(mktemp -d)"

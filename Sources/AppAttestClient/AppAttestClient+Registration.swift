@@ -56,7 +56,9 @@ extension AppAttestClient {
     /// Throws a deferral while the server's refusals say to wait, or, for a new key, when the day's keys are spent.
     func checkAttestationBudget(newKey: Bool) throws(AppAttestClientError) {
         let now = configuration.now()
-        if let notBefore = history.notBefore, notBefore > now {
+        // Never longer than the longest wait from now, whatever the clock said when it was stored.
+        if let stored = history.notBefore, stored > now {
+            let notBefore = min(stored, now.addingTimeInterval(Self.refusalBackoff(.max)))
             throw published(
                 AppAttestClientError(
                     .deferred, "the server refused \(history.refusedAttestations) attestations in a row",
@@ -140,7 +142,8 @@ extension AppAttestClient {
                 lastError = error
                 if error.code == .deferred { throw error }
                 let refused =
-                    error.code == .registrationRefused && error.status.map { $0 < 500 && $0 != 429 } == true
+                    error.code == .registrationRefused && error.problemCode != nil
+                    && error.status.map { $0 < 500 && $0 != 429 } == true
                 if refused {
                     emit(
                         AppAttestClientEvent(
@@ -177,10 +180,13 @@ extension AppAttestClient {
         case newKey, retry
     }
 
-    /// How a failed registration attempt can recover: a new key after `invalidKey`, another attempt when Apple or
-    /// the server is unavailable; nil when it cannot.
+    /// How a failed registration attempt can recover: a new key after `invalidKey`, `invalidInput` or
+    /// `unknownSystemFailure`, another attempt when Apple or the server is unavailable; nil when it cannot.
     static func registrationRecovery(_ error: AppAttestClientError) -> RegistrationRecovery? {
-        if error.code == .keyProvider, error.providerCode == .invalidKey { return .newKey }
+        // Apple: apart from serverUnavailable, discard the key and create a new one.
+        if error.code == .keyProvider, let code = error.providerCode, keyDiscardingProviderCodes.contains(code) {
+            return .newKey
+        }
         if error.code == .keyProvider, error.providerCode == .serverUnavailable { return .retry }
         if error.code == .transport { return .retry }
         if error.code == .registrationRefused, let status = error.status, status >= 500 || status == 429 {
@@ -290,7 +296,13 @@ extension AppAttestClient {
                 .transport, "\(what): an answer of \(data.count) bytes", status: response.statusCode)
         }
         guard (200..<300).contains(response.statusCode) else {
-            let problem = try? JSONDecoder().decode(Problem.self, from: data)
+            // Only the server's App Attest problem documents speak for it: a 401 of your own authentication, a
+            // proxy's 403 or a misrouted 404 is not a refusal of the attestation.
+            let isProblem =
+                response.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("application/problem+json") == true
+            let problem = (isProblem ? try? JSONDecoder().decode(Problem.self, from: data) : nil).flatMap {
+                $0.type == Self.problemType ? $0 : nil
+            }
             throw AppAttestClientError(
                 .registrationRefused, "\(what) refused with status \(response.statusCode)",
                 status: response.statusCode, problemCode: problem?.code, action: problem?.action,

@@ -48,7 +48,7 @@ extension AppAttestClient {
     /// `request` with the key's assertion over its binding in the header fields; nil when the key failed on the device
     /// and was discarded, so that the caller registers a new one (once per request).
     func sign(
-        _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?,
+        _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?, ticket: Int,
         attempt: inout RequestAttempt
     ) async throws(AppAttestClientError) -> URLRequest? {
         var signed = request
@@ -67,10 +67,13 @@ extension AppAttestClient {
             signed.setValue(String(milliseconds), forHTTPHeaderField: RequestBindingHeaders.timestamp)
         }
         let assertion: Data
+        try await beginSigning(ticket)
         do {
             assertion = try await keyProvider.generateAssertion(
                 keyID, clientDataHash: Data(SHA256.hash(data: clientData)))
+            endSigning(ticket, signed: true)
         } catch {
+            endSigning(ticket, signed: false)
             let providerError = Self.providerError(error)
             // A key that fails on the device would fail forever (its keyId outlives the app in the Keychain): a new
             // one, once per request and within the day's replacements.

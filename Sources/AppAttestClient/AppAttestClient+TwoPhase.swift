@@ -30,7 +30,7 @@ public struct AppAttestSignedRequest: Sendable {
     let ticket: Int
     let resendable: Bool
     let attempt: AppAttestClient.RequestAttempt
-    let started: ContinuousClock.Instant
+    let started: Date
 }
 
 /// What to do with an answer, as ``AppAttestClient/complete(_:response:body:)`` reads it.
@@ -61,7 +61,7 @@ extension AppAttestClient {
             isIdempotent ?? Self.idempotentMethods.contains(binding.method)
             || configuration.resendsNonIdempotentRequests
         return try await signed(
-            request, binding, resendable: resendable, attempt: RequestAttempt(), started: ContinuousClock.now)
+            request, binding, resendable: resendable, attempt: RequestAttempt(), started: Date())
     }
 
     /// Reads the answer to a signed request: frees its turn, keeps the next challenge it carries, and, for a refusal
@@ -80,7 +80,7 @@ extension AppAttestClient {
             emit(
                 AppAttestClientEvent(
                     .answered, keyID: signed.keyID, status: response.statusCode,
-                    latency: ContinuousClock.now - signed.started))
+                    latency: Date().timeIntervalSince(signed.started)))
             return .answered
         }
         var attempt = signed.attempt
@@ -105,7 +105,7 @@ extension AppAttestClient {
     /// request).
     private func signed(
         _ request: URLRequest, _ binding: RequestParts, resendable: Bool, attempt: RequestAttempt,
-        started: ContinuousClock.Instant
+        started: Date
     ) async throws(AppAttestClientError) -> AppAttestSignedRequest {
         var attempt = attempt
         while true {
@@ -118,7 +118,7 @@ extension AppAttestClient {
             do {
                 let challenge = try await proofChallenge(keyID: keyID)
                 signedRequest = try await sign(
-                    request, binding, keyID: keyID, challenge: challenge, attempt: &attempt)
+                    request, binding, keyID: keyID, challenge: challenge, ticket: ticket, attempt: &attempt)
             } catch {
                 release(ticket)
                 throw error

@@ -60,8 +60,11 @@ public actor AppAttestClient {
     /// The sequence number of the next signature: the key's counter, give or take a constant, since every signature
     /// of the key is this client's.
     var nextSequence = 0
-    /// The sequence numbers signed for requests not yet answered.
-    var unanswered: Set<Int> = []
+    /// The sequence numbers of the signatures of requests not yet answered, by ticket.
+    var unanswered: [Int: Int] = [:]
+    /// Whether a signature is being made.
+    var signing = false
+    var lastTicket = 0
     var waiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var lastWaiter = 0
     var clockOffset: TimeInterval = 0
@@ -194,11 +197,49 @@ public actor AppAttestClient {
 
     // MARK: Concurrency
 
-    /// Waits until a request may be signed: a permit is free, and its signature's counter stays within the server's
-    /// window of the oldest one still unanswered (so that no request is refused for arriving late); returns its
-    /// sequence number.
+    /// Waits for a request's turn (a permit is free); returns its ticket.
     func admit() async throws(AppAttestClientError) -> Int {
-        while !(permits > 0 && unanswered.allSatisfy({ nextSequence - $0 < counterWindow })) {
+        try await wait(until: { $0.permits > 0 })
+        permits -= 1
+        lastTicket += 1
+        return lastTicket
+    }
+
+    /// Waits until the request of `ticket` may be signed: no other signature is being made (so that counters follow
+    /// the order of the sequence numbers), and its counter stays within the server's window of the oldest request
+    /// still unanswered (so that no request is refused for arriving late).
+    func beginSigning(_ ticket: Int) async throws(AppAttestClientError) {
+        try await wait(until: { client in
+            !client.signing && client.unanswered.values.allSatisfy { client.nextSequence - $0 < client.counterWindow }
+        })
+        signing = true
+        unanswered[ticket] = nextSequence
+        nextSequence += 1
+    }
+
+    /// The signature of `ticket` is made (or failed: its sequence number is given back).
+    func endSigning(_ ticket: Int, signed: Bool) {
+        signing = false
+        if !signed { unanswered[ticket] = nil }
+        wakeAll()
+    }
+
+    /// The request of `ticket` was answered (or failed, or was never sent): the waiting requests look again.
+    func release(_ ticket: Int) {
+        unanswered[ticket] = nil
+        permits += 1
+        wakeAll()
+    }
+
+    private func wakeAll() {
+        let waiting = waiters
+        waiters.removeAll()
+        for waiter in waiting { waiter.continuation.resume() }
+    }
+
+    /// Waits, cancellably, until `condition` holds.
+    private func wait(until condition: (isolated AppAttestClient) -> Bool) async throws(AppAttestClientError) {
+        while !condition(self) {
             lastWaiter += 1
             let id = lastWaiter
             await withTaskCancellationHandler {
@@ -210,20 +251,6 @@ public actor AppAttestClient {
             }
             guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
         }
-        permits -= 1
-        let sequence = nextSequence
-        nextSequence += 1
-        unanswered.insert(sequence)
-        return sequence
-    }
-
-    /// The request with sequence number `ticket` was answered (or failed): the waiting requests look again.
-    func release(_ ticket: Int) {
-        unanswered.remove(ticket)
-        permits += 1
-        let waiting = waiters
-        waiters.removeAll()
-        for waiter in waiting { waiter.continuation.resume() }
     }
 
     /// Resumes one waiter (its task was cancelled).

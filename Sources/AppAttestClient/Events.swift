@@ -42,12 +42,12 @@ public struct AppAttestClientEvent: Sendable, Hashable, CustomStringConvertible 
     public let status: Int?
     /// Until when the client defers, for ``Kind/deferred``.
     public let until: Date?
-    /// From the request's start to its answer, repairs included, for ``Kind/answered``.
-    public let latency: Duration?
+    /// Seconds from the request's start to its answer, repairs included, for ``Kind/answered``.
+    public let latency: TimeInterval?
 
     init(
         _ kind: Kind, keyID: String? = nil, code: String? = nil, status: Int? = nil, until: Date? = nil,
-        latency: Duration? = nil
+        latency: TimeInterval? = nil
     ) {
         self.kind = kind
         self.keyID = keyID
@@ -63,7 +63,7 @@ public struct AppAttestClientEvent: Sendable, Hashable, CustomStringConvertible 
         if let code { parts.append("code=\(code)") }
         if let status { parts.append("status=\(status)") }
         if let until { parts.append("until=\(until)") }
-        if let latency { parts.append("latency=\(latency)") }
+        if let latency { parts.append("latency=\(Int((latency * 1000).rounded())) ms") }
         return parts.joined(separator: " ")
     }
 }

@@ -165,19 +165,25 @@ public struct KeychainKeyStorage: AppAttestKeyStorage {
     /// The item's access group (`kSecAttrAccessGroup`), if any.
     public let accessGroup: String?
 
+    /// The item of an earlier version's default (service `app-attest`, account `key`), moved to this one the first
+    /// time it is read, so that an update keeps the device's key instead of attesting a new one.
+    private let formerItem: (service: String, account: String)?
+
     /// Storage in the generic password item of `service` and `account`, in `accessGroup` when given.
     public init(service: String, account: String, accessGroup: String? = nil) {
         self.service = service
         self.account = account
         self.accessGroup = accessGroup
+        self.formerItem = nil
     }
 
     /// Storage scoped to this app (service `<bundle identifier>.app-attest`) and, when given, to `user` (account
-    /// `key.<user>`, else `key`).
+    /// `key.<user>`, else `key`). Without a user, a key stored by an earlier version's default item is moved here.
     public init(user: String? = nil, accessGroup: String? = nil) {
-        self.init(
-            service: "\(Bundle.main.bundleIdentifier ?? "app").app-attest", account: user.map { "key.\($0)" } ?? "key",
-            accessGroup: accessGroup)
+        self.service = "\(Bundle.main.bundleIdentifier ?? "app").app-attest"
+        self.account = user.map { "key.\($0)" } ?? "key"
+        self.accessGroup = accessGroup
+        self.formerItem = user == nil ? (service: "app-attest", account: "key") : nil
     }
 
     private var query: [String: Any] {
@@ -189,8 +195,20 @@ public struct KeychainKeyStorage: AppAttestKeyStorage {
         return query
     }
 
-    /// The stored key, if any.
+    /// The stored key, if any (moved from an earlier version's default item the first time).
     public func load() throws -> AppAttestStoredKey? {
+        if let key = try Self.read(query) { return key }
+        guard let formerItem else { return nil }
+        var former = query
+        former[kSecAttrService as String] = formerItem.service
+        former[kSecAttrAccount as String] = formerItem.account
+        guard let key = try Self.read(former) else { return nil }
+        try save(key)
+        _ = SecItemDelete(former as CFDictionary)
+        return key
+    }
+
+    private static func read(_ query: [String: Any]) throws -> AppAttestStoredKey? {
         var request = query
         request[kSecReturnData as String] = true
         request[kSecMatchLimit as String] = kSecMatchLimitOne

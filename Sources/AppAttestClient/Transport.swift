@@ -13,10 +13,10 @@ public protocol AppAttestClientTransport: Sendable {
 
 /// A transport on `URLSession` (FoundationNetworking on Linux).
 ///
-/// By default it uses a session of its own that the client's requests need: no URL cache and no cookies (an answer
-/// must never come from a cache: a next challenge used twice is refused), and no redirects followed (a signed
-/// request's header fields must not travel to another target, where they would be refused or leak): a 3xx answer is
-/// returned as it came.
+/// By default it uses a session of its own that the client's requests need: no URL cache (an answer must never come
+/// from a cache: a next challenge used twice is refused), the app's shared cookies, and no redirects followed (a
+/// signed request's header fields must not travel to another target, where they would be refused or leak): a 3xx
+/// answer is returned as it came.
 public struct URLSessionClientTransport: AppAttestClientTransport {
     /// The session requests go through.
     public let session: URLSession
@@ -25,7 +25,7 @@ public struct URLSessionClientTransport: AppAttestClientTransport {
     /// redirects followed for signed requests.
     public init(session: URLSession) { self.session = session }
 
-    /// A transport on a session without cache or cookies that does not follow redirects.
+    /// A transport on a session without cache that does not follow redirects.
     public init() { self.init(session: Self.defaultSession) }
 
     /// The default session, shared by every default transport.
@@ -33,8 +33,7 @@ public struct URLSessionClientTransport: AppAttestClientTransport {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
+        configuration.httpCookieStorage = HTTPCookieStorage.shared
         return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }()
 

@@ -69,7 +69,8 @@ public struct AppAttestClientMiddleware: ClientMiddleware {
             }
             // Only a problem document can be a refusal: any other answer passes through untouched, streamed.
             var read: Data?
-            if response.status.code >= 400, response.headerFields[.contentType]?.hasPrefix("application/problem+json") == true,
+            if response.status.code >= 400,
+                response.headerFields[.contentType]?.hasPrefix("application/problem+json") == true,
                 let responseBody
             {
                 read = try? await Data(collecting: responseBody, upTo: Self.maximumProblemSize)

@@ -142,7 +142,9 @@ public struct AppAttestService: Sendable {
     ///
     /// Posting the same key, object, challenge and user again within ``challengeLifetime`` of the registration answers
     /// the registered key, as the first time: an app whose answer was lost cannot attest the key again (a device
-    /// attests each key once), so it sends the same attestation. Nothing is stored twice.
+    /// attests each key once), so it sends the same attestation. Nothing is stored twice; a caller that does
+    /// something once per registration (a welcome credit, binding the device to an account) keys it on the keyId,
+    /// as a second delivery of the first post would need anyway.
     /// - Throws: ``AppAttestServiceError``.
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
@@ -347,6 +349,8 @@ public struct AppAttestService: Sendable {
         guard let existing = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }),
             existing.revokedAt == nil, existing.userID == userID,
             abs(now().timeIntervalSince(existing.createdAt)) <= challengeLifetime,
+            // The receipt first (a parse, no signature checked): only the registration's own object goes further.
+            (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt,
             let attested = try? verifier.verifyAttestation(object, keyID: keyID, challenge: challenge),
             attested.receipt == existing.receipt, attested.key.publicKey == existing.key.publicKey
         else { return nil }

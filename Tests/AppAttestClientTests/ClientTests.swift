@@ -74,9 +74,12 @@ struct ClientTests {
                 case "/appattest/attestation":
                     if !state.attestationRefusals.isEmpty { return problem(state.attestationRefusals.removeFirst()) }
                     let status = state.attestationStatus.isEmpty ? 200 : state.attestationStatus.removeFirst()
-                    return status == 200
-                        ? answer(200, Array("{}".utf8))
-                        : problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, "scripted")))
+                    switch status {
+                    case 200: return answer(200, Array("{}".utf8))
+                    case 503: return problem(AppAttestProblem(AppAttestServiceError(.storeUnavailable, "scripted")))
+                    // Not the App Attest layer's: the app's own authentication, a proxy.
+                    default: return answer(status, Array(#"{"code":"keyRevoked","error":"unauthorized"}"#.utf8))
+                    }
                 default:
                     switch state.protected.isEmpty ? .route(200) : state.protected.removeFirst() {
                     case .route(let status):
@@ -502,6 +505,40 @@ struct ClientTests {
         let stored = try #require(await storage.load())
         #expect(stored.keyID == keyID && stored.registered && stored.history?.refusedAttestations ?? 0 == 0)
         #expect(stored.history?.discards.count == 2)
+    }
+
+    @Test(
+        "a 4xx that is not an App Attest problem leaves the key and its attestation alone; attestKey failures give a new key"
+    )
+    func notARefusal() async throws {
+        let provider = Self.provider()
+        let storage = MemoryKeyStorage()
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.attestationStatus = [401] }
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: provider,
+            keyStorage: storage, transport: transport)
+        do {
+            _ = try await client.register()
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .registrationRefused && error.status == 401 && error.problemCode == nil)
+        }
+        let stored = try #require(await storage.load())
+        #expect(stored.pendingAttestation != nil && stored.history == nil, "kept, and no wait")
+        // Once the app's authentication is fixed, the same attestation goes through.
+        _ = try await client.register()
+        #expect(await provider.callCount("generateKey") == 1)
+        #expect(await provider.callCount("attestKey") == 1)
+
+        // attestKey failing with a code other than serverUnavailable: the key is discarded, a new one attested.
+        let failing = Self.provider()
+        await failing.fail(.attestKey, with: .unknownSystemFailure)
+        _ = try await AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: failing,
+            transport: ScriptedTransport()
+        ).register()
+        #expect(await failing.callCount("generateKey") == 2)
     }
 
     @Test("an attestation whose answer was lost is posted again after a relaunch, never attested twice")
