@@ -36,7 +36,7 @@ generate() {
         {
             echo "// swift-format-ignore-file"
             echo "#if $condition"
-            sed -E 's/^(@_spi\(Generated\) )?public import /\1import /' "$file"
+            sed -E 's/^(@_spi\(Generated\) )?(public|package) import /\1import /' "$file"
             echo "#endif  // $condition"
         } >"$work/Generated/$(basename "$file")"
     done

@@ -92,7 +92,7 @@ public struct AppAttestHTTPOperations: Sendable {
     }
 
     /// Registers an attestation (body `{"keyId", "attestationObject", "challenge"}`); the same attestation posted again
-    /// (its answer lost) gets the same answer (``AppAttestService/registerAttestation(_:keyID:challenge:userID:)``).
+    /// (its answer lost) gets the same answer (`AppAttestService.registerAttestation(_:keyID:challenge:userID:)`).
     public func attestation(body: some Collection<UInt8>, userID: String?) async -> AppAttestHTTPResponse {
         guard let request = Self.decode(AttestationRequest.self, body) else {
             return .problem(.malformed("Expected keyId, attestationObject and challenge"))
