@@ -26,22 +26,37 @@ extension AppAttestClient {
         key = stored
         var record = stored
         record.history = history.isEmpty ? nil : history
-        do { try await keyStorage.save(record) } catch { throw AppAttestClientError(.storage, "\(error)") }
+        let storage = keyStorage
+        try await write { [record] in try await storage.save(record) }
     }
 
     /// No current key: the storage keeps `keyID` marked discarded when there is history to remember, else nothing.
     func saveNoKey(last keyID: String?) async throws(AppAttestClientError) {
         key = nil
-        do {
-            if let keyID, !history.isEmpty {
-                try await keyStorage.save(
-                    AppAttestStoredKey(keyID: keyID, registered: false, discarded: true, history: history))
-            } else {
-                try await keyStorage.remove()
-            }
-        } catch {
-            throw AppAttestClientError(.storage, "\(error)")
+        let storage = keyStorage
+        if let keyID, !history.isEmpty {
+            let record = AppAttestStoredKey(keyID: keyID, registered: false, discarded: true, history: history)
+            try await write { try await storage.save(record) }
+        } else {
+            try await write { try await storage.remove() }
         }
+    }
+
+    /// Runs a storage write after every write started before it: the actor lets other calls run while a write
+    /// awaits, and a later state must never be overwritten by an earlier one that finishes last.
+    private func write(_ body: @escaping @Sendable () async throws -> Void) async throws(AppAttestClientError) {
+        let previous = lastWrite
+        let current = Task { () -> Result<Void, AppAttestClientError> in
+            _ = await previous?.value
+            do {
+                try await body()
+                return .success(())
+            } catch {
+                return .failure(AppAttestClientError(.storage, "\(error)"))
+            }
+        }
+        lastWrite = current
+        try await current.value.get()
     }
 
     /// Drops `keyID` if it is still the current key, so that the next request registers a new one; `counted`
@@ -99,6 +114,7 @@ extension AppAttestClient {
         var attestation: (keyID: String, object: Data, challenge: [UInt8])? = stored.flatMap { stored in
             stored.pendingAttestation.map { (stored.keyID, $0.object, Array($0.challenge)) }
         }
+        var attestationChallenge: (keyID: String, challenge: [UInt8])?
         var lastError = AppAttestClientError(.transport, "no attempt was made")
         for attempt in 0..<max(configuration.maximumRegistrationAttempts, 1) {
             if attempt > 0 {
@@ -116,7 +132,15 @@ extension AppAttestClient {
                 guard let current = keyID else { continue }
                 if attestation?.keyID != current {
                     try checkAttestationBudget(newKey: false)
-                    let challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
+                    // Apple asks that an attestation it could not make (serverUnavailable) be asked again with the
+                    // same key and the same clientDataHash: the challenge is fetched once per key.
+                    let challenge: [UInt8]
+                    if let kept = attestationChallenge, kept.keyID == current {
+                        challenge = kept.challenge
+                    } else {
+                        challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
+                        attestationChallenge = (current, challenge)
+                    }
                     let object = try await provider {
                         try await keyProvider.attestKey(current, clientDataHash: Data(SHA256.hash(data: challenge)))
                     }
@@ -168,6 +192,7 @@ extension AppAttestClient {
                     if let current = keyID { try await forget(current) }
                     keyID = nil
                     attestation = nil
+                    attestationChallenge = nil
                 case .retry: continue
                 case .none: throw error
                 }

@@ -50,6 +50,14 @@ public actor AppAttestClient {
     var key: AppAttestStoredKey?
     var loaded = false
     var registration: Task<AppAttestStoredKey, any Error>?
+    /// Callers waiting for the registration of a key generation.
+    var registrationWaiters:
+        [(
+            id: Int, generation: Int,
+            continuation: CheckedContinuation<Result<AppAttestStoredKey, AppAttestClientError>, Never>
+        )] = []
+    /// The last storage write started: the next one runs after it.
+    var lastWrite: Task<Result<Void, AppAttestClientError>, Never>?
     /// Incremented by ``resetKey()``: a registration started before a reset saves nothing after it.
     var keyGeneration = 0
     var challenges: [[UInt8]] = []
@@ -129,21 +137,48 @@ public actor AppAttestClient {
     /// share one registration.
     public func register() async throws(AppAttestClientError) -> String {
         if let stored = try await storedKey(), stored.registered { return stored.keyID }
-        let task: Task<AppAttestStoredKey, any Error>
-        if let registration {
-            task = registration
-        } else {
-            task = Task { try await self.performRegistration() }
-            registration = task
+        guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
+        let generation = keyGeneration
+        if registration == nil {
+            registration = Task {
+                let result: Result<AppAttestStoredKey, AppAttestClientError>
+                do { result = .success(try await self.performRegistration()) } catch {
+                    result = .failure(Self.clientError(error))
+                }
+                self.registrationEnded(result, generation: generation)
+                return try result.get()
+            }
         }
-        do {
-            let registered = try await task.value
-            if registration == task { registration = nil }
-            return registered.keyID
-        } catch {
-            if registration == task { registration = nil }
-            throw Self.clientError(error)
+        // Each caller waits on its own, cancellably: the registration goes on for the others.
+        lastWaiter += 1
+        let id = lastWaiter
+        let result: Result<AppAttestStoredKey, AppAttestClientError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled {
+                    continuation.resume(returning: .failure(AppAttestClientError(.transport, "cancelled")))
+                } else {
+                    registrationWaiters.append((id, generation, continuation))
+                }
+            }
+        } onCancel: {
+            Task { await self.stopWaitingForRegistration(id) }
         }
+        return try result.get().keyID
+    }
+
+    /// The registration ended: its waiters hear the outcome.
+    func registrationEnded(_ result: Result<AppAttestStoredKey, AppAttestClientError>, generation: Int) {
+        if keyGeneration == generation { registration = nil }
+        let waiting = registrationWaiters.filter { $0.generation == generation }
+        registrationWaiters.removeAll { $0.generation == generation }
+        for waiter in waiting { waiter.continuation.resume(returning: result) }
+    }
+
+    /// A waiter whose task was cancelled stops waiting.
+    func stopWaitingForRegistration(_ id: Int) {
+        guard let index = registrationWaiters.firstIndex(where: { $0.id == id }) else { return }
+        registrationWaiters.remove(at: index).continuation.resume(
+            returning: .failure(AppAttestClientError(.transport, "cancelled")))
     }
 
     /// Forgets the key (for example when the user signs out), cancelling a registration in flight; the next request

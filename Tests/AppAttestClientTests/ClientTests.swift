@@ -438,6 +438,25 @@ struct ClientTests {
         }
     }
 
+    @Test(
+        "a caller cancelled while the key registers stops waiting; the registration goes on for the others",
+        .timeLimit(.minutes(1)))
+    func cancelledWhileRegistering() async throws {
+        let provider = GatedProvider(Self.provider())
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: provider,
+            transport: ScriptedTransport())
+        let cancelled = Task { try await client.register() }
+        await provider.untilWaiting()
+        let other = Task { try await client.register() }
+        cancelled.cancel()
+        // Before the gate opens: the cancelled caller is not held by the registration.
+        await #expect(throws: AppAttestClientError.self) { try await cancelled.value }
+        await provider.open()
+        let keyID = try await other.value
+        #expect(await client.registeredKeyID == keyID)
+    }
+
     @Test("resetKey cancels a registration in flight: what it finishes afterwards is not saved")
     func resetDuringRegistration() async throws {
         let provider = GatedProvider(Self.provider())
