@@ -198,6 +198,8 @@ struct ClientTests {
         #expect(await provider.callCount("generateKey") == 1)
         // Two unavailable, then one attested: its object is posted again after the 503, never attested twice.
         #expect(await provider.callCount("attestKey") == 3)
+        // Apple asks for the same clientDataHash after serverUnavailable: one challenge for the three attempts.
+        #expect(transport.sent.filter { $0.url!.path == "/appattest/challenge" }.count == 1)
         #expect(await storage.load() == AppAttestStoredKey(keyID: keyID, registered: true))
     }
 
