@@ -189,7 +189,12 @@ let package = Package(
         // The service that owns a key's lifecycle on any store: challenges, attestations, assertions, revocation
         .target(
             name: "AppAttestLifecycle",
-            dependencies: ["AppAttest", "AppAttestStore", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "AppAttest", "AppAttestStore", .product(name: "Logging", package: "swift-log"),
+                // Metrics and traces through the ecosystem's APIs: no backend, nothing recorded until the process
+                // bootstraps one (`appattest serve` does).
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
         // What the SQL stores share: planning a batch of acceptances into statements (no product)
@@ -217,6 +222,7 @@ let package = Package(
             name: "AppAttestHTTP",
             dependencies: [
                 "AppAttest", "AppAttestStore", "AppAttestLifecycle", "AppAttestWire",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
             ],
             swiftSettings: strict

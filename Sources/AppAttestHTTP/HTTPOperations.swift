@@ -5,6 +5,7 @@ public import AppAttestStore
 public import AppAttestLifecycle
 public import Foundation
 public import HTTPTypes
+public import Logging
 internal import AppAttestWire
 
 /// What the challenge, attestation and protected-request operations do over HTTP, shared by the Hummingbird and
@@ -184,6 +185,49 @@ public struct AppAttestHTTPOperations: Sendable {
                 riskMetric: authenticated.record.riskMetric),
             responseHeaderFields: response)
     }
+
+    /// Verifies an assertion as ``verify(_:timestampWindow:now:authorize:)`` does, under its App ID's enforcement: a
+    /// refusal of a key whose App ID reports (or, for a key that cannot be read, under the default policy) is
+    /// recorded (metric, log line) and returned as ``AppAttestVerdict/reported(_:)`` instead of thrown.
+    /// - Throws: the refusal as a problem, when enforced.
+    public func verifyOrReport(
+        _ input: AppAttestAssertionInput, timestampWindow: Duration = .seconds(60), now: Date = Date(),
+        logger: Logger = AppAttestHTTPOperations.silent, authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
+    ) async throws(AppAttestProblem) -> AppAttestVerdict {
+        do {
+            return .verified(try await verify(input, timestampWindow: timestampWindow, now: now, authorize: authorize))
+        } catch {
+            return .reported(try await report(error, keyID: input.keyID, logger: logger))
+        }
+    }
+
+    /// Verifies the assertion of a protected request as ``authenticate(_:body:freshness:now:)`` does, under its App
+    /// ID's enforcement (as ``verifyOrReport(_:timestampWindow:now:logger:authorize:)``); a request without App Attest
+    /// header fields (an app version from before App Attest) is judged under the default policy.
+    /// - Throws: the refusal as a problem, when enforced.
+    public func admit(
+        _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
+        now: Date = Date(), logger: Logger = AppAttestHTTPOperations.silent
+    ) async throws(AppAttestProblem) -> AppAttestAdmission {
+        do {
+            return .verified(try await authenticate(request, body: body, freshness: freshness, now: now))
+        } catch {
+            let keyID = request.headerFields[AppAttestHTTPHeaders.keyID].flatMap { try? KeyID(base64Encoded: $0) }
+            return .reported(try await report(error, keyID: keyID, logger: logger))
+        }
+    }
+
+    /// The report of a refusal when its App ID reports; the refusal again when it enforces.
+    private func report(_ problem: AppAttestProblem, keyID: KeyID?, logger: Logger) async throws(AppAttestProblem)
+        -> AppAttestReport
+    {
+        guard await service.enforcement(ofKey: keyID) == .report else { throw problem }
+        service.recordReportedRefusal(code: problem.code, keyID: keyID, logger: logger)
+        return AppAttestReport(problem: problem, keyID: keyID)
+    }
+
+    /// A logger that discards everything: the default of every operation that logs.
+    public static let silent = Logger(label: "appattest", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Decodes a JSON body of at most ``AppAttestHTTPLimits/maximumJSONBodySize`` bytes; nil for anything else.
     public static func decode<T: Decodable>(_ type: T.Type, _ body: some Collection<UInt8>) -> T? {

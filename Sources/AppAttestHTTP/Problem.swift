@@ -155,10 +155,19 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
             self.init(
                 status: .tooManyRequests, code: error.code.name, title: "Too many unused challenges are outstanding",
                 retryAfter: 1)
+        case .attestationBudgetExhausted:
+            // Nothing was consumed: the same attestation, with the same challenge, once the budget has refilled.
+            self.init(
+                status: .tooManyRequests, code: error.code.name, title: "The App ID's attestation budget is spent",
+                retryAfter: Int(max(1, (error.retryAfter ?? 1).rounded(.up)).clamped(to: 1...3600)))
         default: self.init(status: .unauthorized, code: error.code.name, title: "App Attest verification failed")
         }
     }
 }
+extension Double {
+    fileprivate func clamped(to range: ClosedRange<Double>) -> Double { Swift.min(Swift.max(self, range.lowerBound), range.upperBound) }
+}
+
 /// JSON text written without an encoder, for the answers of the hot paths.
 package enum JSONText {
     /// A JSON string literal: quotes, backslashes and control characters escaped as JSONEncoder escapes them (UTF-8

@@ -62,28 +62,36 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
         }
         request.body = .init(buffer: body)
         var context = context
-        let authentication = try await verify(request, body: body, context: context)
-        context.identity = authentication.device
-        var response = try await next(request, context)
-        for field in authentication.responseHeaderFields { response.headers[field.name] = field.value }
-        return response
+        switch try await admit(request, body: body, context: context) {
+        case .verified(let authentication):
+            context.identity = authentication.device
+            var response = try await next(request, context)
+            for field in authentication.responseHeaderFields { response.headers[field.name] = field.value }
+            return response
+        case .reported(let report):
+            // Report-only enforcement: the route runs without an identity, and can read why (AppAttestReport.current).
+            return try await AppAttestReport.$current.withValue(report) { try await next(request, context) }
+        }
     }
 
-    /// Verifies a request whose body is already collected; throws the refusal.
+    /// Verifies a request whose body is already collected; throws the refusal (nil: a refusal that report-only
+    /// enforcement lets through).
     public func authenticate(request: Request, context: Context) async throws -> AttestedDevice? {
         let request = request
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: maximumBodySize) } catch {
             throw AppAttestProblem.bodyTooLarge
         }
-        return try await verify(request, body: body, context: context).device
+        guard case .verified(let authentication) = try await admit(request, body: body, context: context) else {
+            return nil
+        }
+        return authentication.device
     }
 
-    private func verify(_ request: Request, body: ByteBuffer, context: Context) async throws
-        -> AppAttestAuthentication
-    {
+    private func admit(_ request: Request, body: ByteBuffer, context: Context) async throws -> AppAttestAdmission {
         do {
-            return try await operations.authenticate(request.head, body: body.readableBytesView, freshness: freshness)
+            return try await operations.admit(
+                request.head, body: body.readableBytesView, freshness: freshness, logger: context.logger)
         } catch {
             context.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
             throw error

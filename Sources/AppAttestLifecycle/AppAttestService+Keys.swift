@@ -39,15 +39,21 @@ extension AppAttestService {
     }
 
     /// Revokes a key: its assertions are refused from now on, by this process at once and by others within the key
-    /// cache's age (``KeyCacheLimits/maximumAge``).
+    /// cache's age (``KeyCacheLimits/maximumAge``). The revocation and its reason are written to the key's events in
+    /// the same transaction.
+    /// - Parameter reason: why, for the key's events (at most ``KeyEvent/maximumDetailLength`` bytes are kept).
     /// - Returns: whether the key was active (false: it was already revoked).
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `storeUnavailable`.
     @discardableResult
-    public func revokeKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
+    public func revokeKey(_ keyID: KeyID, reason: String? = nil) async throws(AppAttestServiceError) -> Bool {
         keyCache.remove(keyID)
         let time = now()
         _ = try await key(keyID)
-        return try await run { () async throws(StoreError) -> Bool in try await store.revokeKey(keyID, at: time) }
+        let revoked = try await run { () async throws(StoreError) -> Bool in
+            try await store.revokeKey(keyID, at: time, reason: reason)
+        }
+        if revoked { FleetMetrics.keyEvent(.revoked) }
+        return revoked
     }
 
     /// Stores a new receipt for a key (after a refresh made elsewhere).
@@ -56,10 +62,12 @@ extension AppAttestService {
     public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
         keyCache.remove(keyID)
         let time = now()
-        return try await run { () async throws(StoreError) -> Bool in
+        let updated = try await run { () async throws(StoreError) -> Bool in
             try await store.updateReceipt(
                 keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
         }
+        if updated { FleetMetrics.keyEvent(.receiptRefreshed) }
+        return updated
     }
 
     /// Refreshes a key's receipt at Apple and stores a new one (<doc:RunningTheVerificationService>).

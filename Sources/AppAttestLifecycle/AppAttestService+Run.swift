@@ -5,7 +5,7 @@ public import Logging
 extension AppAttestService {
     /// The service's background work, for as long as the task runs: the group commit of assertion acceptances
     /// (many assertions share one transaction under load) and, every `challengePurgeInterval`, the deletion of
-    /// expired challenges. Returns when the task is cancelled, once every acceptance it took is committed.
+    /// expired challenges and of key events past ``eventRetention``. Returns when the task is cancelled, once every acceptance it took is committed.
     ///
     /// Run it beside your server: Hummingbird's `AppAttestBackgroundService` runs it as a service of the
     /// application's `ServiceGroup`, Vapor's `app.appAttest.use(_:)` from boot to shutdown, `appattest serve` always.
@@ -34,8 +34,10 @@ extension AppAttestService {
             do {
                 let deleted = try await purgeExpiredChallenges()
                 if deleted > 0 { logger.debug("expired challenges deleted", metadata: ["count": "\(deleted)"]) }
+                let events = try await purgeExpiredEvents()
+                if events > 0 { logger.debug("key events past their retention deleted", metadata: ["count": "\(events)"]) }
             } catch {
-                logger.warning("purging expired challenges failed", metadata: ["error": "\(error.code)"])
+                logger.warning("purging expired challenges or events failed", metadata: ["error": "\(error.code)"])
             }
         }
     }

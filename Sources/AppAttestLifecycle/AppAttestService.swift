@@ -26,9 +26,13 @@ public struct AppAttestService: Sendable {
     public let challengeLimits: ChallengeLimits
     /// Which assertion counters are accepted.
     public let counterPolicy: AppAttestVerifier.CounterPolicy
+    /// How long a key's events are kept (``events(ofKey:limit:)``): older ones are deleted by the service's
+    /// background work.
+    public let eventRetention: TimeInterval
     let now: @Sendable () -> Date
     let keyCache: KeyCache
     let batcher: AcceptanceBatcher
+    let policyState: PolicyState
 
     /// A service over a store.
     /// - Parameters:
@@ -39,14 +43,20 @@ public struct AppAttestService: Sendable {
     ///   - receiptValidator: validates the receipt of each new attestation when given.
     ///   - counterPolicy: which assertion counters are accepted (strictly increasing by default).
     ///   - keyCacheLimits: how many parsed keys are kept in memory, and for how long.
+    ///   - policies: each App ID's enforcement, attestation budget and keys per user (replaceable later with
+    ///     ``replacePolicies(_:)``).
+    ///   - eventRetention: how long a key's events are kept, in seconds (90 days by default).
     ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
         challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
         counterPolicy: AppAttestVerifier.CounterPolicy = .strictlyIncreasing,
-        keyCacheLimits: KeyCacheLimits = KeyCacheLimits(),
+        keyCacheLimits: KeyCacheLimits = KeyCacheLimits(), policies: Policies = Policies(),
+        eventRetention: TimeInterval = 90 * 86_400,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.policyState = PolicyState(policies)
+        self.eventRetention = eventRetention.isFinite ? max(0, eventRetention) : 90 * 86_400
         self.keyCache = KeyCache(limits: keyCacheLimits)
         self.counterPolicy = counterPolicy
         self.batcher = AcceptanceBatcher(store: store)
@@ -150,6 +160,11 @@ public struct AppAttestService: Sendable {
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
     ) async throws(AppAttestServiceError) -> KeyRecord {
         try Self.checkUserID(userID)
+        // The App ID's budget first, before the challenge is consumed or anything verified: a refused attestation
+        // comes back with the same challenge, as Apple asks (the same key and clientDataHash).
+        let appID = configuredAppID(ofAttestation: attestationObject)
+        let policy = policies.policy(for: appID)
+        try await spendAttestationBudget(policy, appID: appID)
         do {
             try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
         } catch  where error.code == .challengeUnknown {
@@ -163,7 +178,9 @@ public struct AppAttestService: Sendable {
         }
         let attested: VerifiedAttestation
         do { attested = try verifier.verifyAttestation(attestationObject, keyID: keyID, challenge: challenge) } catch {
-            throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+            let refusal = AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+            await recordAttestationRefusal(refusal, keyID: keyID, appID: appID)
+            throw refusal
         }
         var riskMetric: Int?
         if let receiptValidator {
@@ -171,21 +188,33 @@ public struct AppAttestService: Sendable {
                 riskMetric = try receiptValidator.validate(attested.receipt, expecting: .attestation(attested))
                     .riskMetric
             } catch {
-                throw AppAttestServiceError(.verificationFailed, "receipt: \(error.reason)", verification: error)
+                let refusal = AppAttestServiceError(
+                    .verificationFailed, "receipt: \(error.reason)", verification: error)
+                await recordAttestationRefusal(refusal, keyID: keyID, appID: appID)
+                throw refusal
             }
         }
         let time = now()
         let record = KeyRecord(
             key: attested.key, userID: userID, receipt: attested.receipt, riskMetric: riskMetric, createdAt: time,
             receiptUpdatedAt: time, revokedAt: nil)
-        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in try await store.insertKey(record)
+        let keysPerUser = policies.policy(for: attested.key.appID).maximumKeysPerUser
+        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in
+            try await store.insertKey(record, maximumKeysPerUser: keysPerUser)
         }
-        if case .duplicate(let existing) = insertion {
+        switch insertion {
+        case .duplicate(let existing):
             // A key belongs to one user (“Verifying attestations”); re-registering it is a replay either way.
             if existing.userID != userID {
                 throw AppAttestServiceError(.keyBoundToAnotherUser, "this key is registered to another user")
             }
             throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
+        case .inserted(let superseded):
+            FleetMetrics.keyEvent(.attested)
+            for old in superseded {
+                keyCache.remove(old)
+                FleetMetrics.keyEvent(.superseded)
+            }
         }
         keyCache.insert(record)
         return record
@@ -236,6 +265,7 @@ public struct AppAttestService: Sendable {
         // The environment policy applies now, not only when the key was attested: an App ID reconfigured for
         // production only stops accepting its development keys at once.
         guard verifier.configuration.apps[key.appID]?.contains(key.environment) == true else {
+            await recordEnvironmentRefusal(key)
             throw AppAttestServiceError(
                 .environmentNotAllowed, "\(key.environment.rawValue) keys are not allowed for \(key.appID)")
         }

@@ -1,4 +1,5 @@
 public import AppAttest
+public import Foundation
 
 /// Why the service refused a request. Verification failures keep the verifier's own error.
 public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
@@ -44,6 +45,9 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// A receipt refresh failed at Apple or on the way (``AppAttestServiceError/underlying`` holds the refresher's
         /// error).
         public static let receiptRefreshFailed = Code("receiptRefreshFailed")
+        /// The App ID's attestation budget is spent for now (``AppAttestService/AppPolicy/attestationsPerSecond``):
+        /// nothing was verified nor consumed; ``AppAttestServiceError/retryAfter`` says when to send it again.
+        public static let attestationBudgetExhausted = Code("attestationBudgetExhausted")
     }
 
     /// The reason.
@@ -54,13 +58,19 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
     public let verification: AppAttestError?
     /// The error of what the service called, for ``Code/receiptRefreshFailed`` (e.g. `AppleAPIError`).
     public let underlying: (any Error)?
+    /// Seconds after which the same request may succeed, for ``Code/attestationBudgetExhausted``.
+    public let retryAfter: TimeInterval?
 
     /// An error with a code, a message and, for ``Code/verificationFailed``, the verifier's error.
-    public init(_ code: Code, _ message: String, verification: AppAttestError? = nil, underlying: (any Error)? = nil) {
+    public init(
+        _ code: Code, _ message: String, verification: AppAttestError? = nil, underlying: (any Error)? = nil,
+        retryAfter: TimeInterval? = nil
+    ) {
         self.code = code
         self.message = message
         self.verification = verification
         self.underlying = underlying
+        self.retryAfter = retryAfter
     }
 
     public var description: String {

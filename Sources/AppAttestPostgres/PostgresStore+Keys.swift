@@ -8,27 +8,66 @@ import PostgresNIO
 import Synchronization
 
 extension PostgresAppAttestStore {
-    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+    public func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion {
         let keyID = Data(record.keyID.rawValue), userID = record.userID, appID = record.key.appID.rawValue
         let environment = record.key.environment.rawValue, publicKey = Data(record.key.publicKey.x963Representation),
             counter = Int64(record.key.counter)
         let receipt = Data(record.receipt), metric = record.riskMetric.map(Int64.init)
         let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
         let revoked = record.revokedAt?.timeIntervalSince1970
-        let inserted = try await perform { client, logger in
-            let rows = try await client.query(
-                """
-                INSERT INTO app_attest_keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
-                                             created_at, receipt_updated_at, revoked_at)
-                VALUES (\(keyID), \(userID), \(appID), \(environment), \(publicKey), \(counter), \(receipt), \(metric),
-                        \(created), \(updated), \(revoked))
-                ON CONFLICT (key_id) DO NOTHING RETURNING 1
-                """, logger: logger)
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count == 1
+        let newKey = record.keyID.base64EncodedString, keep = maximumKeysPerUser.map { Int64(max(0, $0 - 1)) }
+        let outcome = try await perform { client, logger -> [Data]? in
+            try await client.withTransaction(logger: logger) { connection -> [Data]? in
+                if let userID, keep != nil {
+                    // One registration of a user at a time, so that concurrent ones never leave more active keys
+                    // than the limit (each would otherwise count without the other's uncommitted key).
+                    try await connection.query(
+                        "SELECT pg_advisory_xact_lock(hashtextextended(\(userID), 7061)::bigint)", logger: logger)
+                }
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO app_attest_keys (key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric,
+                                                 created_at, receipt_updated_at, revoked_at)
+                    VALUES (\(keyID), \(userID), \(appID), \(environment), \(publicKey), \(counter), \(receipt), \(metric),
+                            \(created), \(updated), \(revoked))
+                    ON CONFLICT (key_id) DO NOTHING RETURNING 1
+                    """, logger: logger)
+                var count = 0
+                for try await _ in rows { count += 1 }
+                guard count == 1 else { return nil }
+                try await connection.query(
+                    """
+                    INSERT INTO app_attest_key_events (key_id, kind, time, detail)
+                    VALUES (\(keyID), \(KeyEvent.Kind.attested.rawValue), \(created), NULL)
+                    """, logger: logger)
+                guard let userID, let keep else { return [] }
+                var superseded: [Data] = []
+                for try await old in try await connection.query(
+                    """
+                    UPDATE app_attest_keys SET revoked_at = \(created) WHERE key_id IN (
+                        SELECT key_id FROM app_attest_keys
+                        WHERE user_id = \(userID) AND revoked_at IS NULL AND key_id <> \(keyID)
+                        ORDER BY created_at DESC, key_id DESC OFFSET \(keep))
+                    RETURNING key_id
+                    """, logger: logger
+                ).decode(Data.self) {
+                    superseded.append(old)
+                }
+                for old in superseded {
+                    try await connection.query(
+                        """
+                        INSERT INTO app_attest_key_events (key_id, kind, time, detail)
+                        VALUES (\(old), \(KeyEvent.Kind.superseded.rawValue), \(created), \(newKey))
+                        """, logger: logger)
+                }
+                return superseded
+            }
         }
-        if inserted { return .inserted }
+        if let outcome {
+            var superseded: [KeyID] = []
+            for data in outcome { superseded.append(try Self.keyID(data)) }
+            return .inserted(superseding: superseded)
+        }
         guard let existing = try await key(record.keyID) else {
             throw StoreError(.corrupted, "a key that conflicts but cannot be read")
         }
@@ -56,12 +95,18 @@ extension PostgresAppAttestStore {
         }
     }
 
-    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+    public func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool {
         let bytes = Data(keyID.rawValue), seconds = time.timeIntervalSince1970
+        let kind = KeyEvent.Kind.revoked.rawValue, detail = KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason).detail
         return try await affected { client, logger in
             try await client.query(
-                "UPDATE app_attest_keys SET revoked_at = \(seconds) WHERE key_id = \(bytes) AND revoked_at IS NULL RETURNING 1",
-                logger: logger)
+                """
+                WITH revoked AS (
+                    UPDATE app_attest_keys SET revoked_at = \(seconds) WHERE key_id = \(bytes) AND revoked_at IS NULL
+                    RETURNING key_id)
+                INSERT INTO app_attest_key_events (key_id, kind, time, detail)
+                SELECT key_id, \(kind), \(seconds), \(detail) FROM revoked RETURNING 1
+                """, logger: logger)
         }
     }
 
@@ -70,11 +115,15 @@ extension PostgresAppAttestStore {
     {
         let bytes = Data(keyID.rawValue), data = Data(receipt), metric = riskMetric.map(Int64.init)
         let seconds = time.timeIntervalSince1970
+        let kind = KeyEvent.Kind.receiptRefreshed.rawValue, detail = riskMetric.map { "\($0)" }
         return try await affected { client, logger in
             try await client.query(
                 """
-                UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)
-                WHERE key_id = \(bytes) RETURNING 1
+                WITH updated AS (
+                    UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)
+                    WHERE key_id = \(bytes) RETURNING key_id)
+                INSERT INTO app_attest_key_events (key_id, kind, time, detail)
+                SELECT key_id, \(kind), \(seconds), \(detail) FROM updated RETURNING 1
                 """, logger: logger)
         }
     }

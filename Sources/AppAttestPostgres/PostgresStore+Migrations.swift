@@ -119,6 +119,31 @@ extension PostgresAppAttestStore {
                 try await connection.query(
                     "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
                     logger: logger)
+                // Fleet operations (schema 4): each key's audit trail, and token buckets (the attestation budget).
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_key_events (
+                        id BIGSERIAL PRIMARY KEY,
+                        key_id BYTEA NOT NULL,
+                        kind TEXT NOT NULL,
+                        time DOUBLE PRECISION NOT NULL,
+                        detail TEXT
+                    )
+                    """, logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_key_events_key ON app_attest_key_events (key_id, id)",
+                    logger: logger)
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
+                    logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS app_attest_token_buckets (
+                        name TEXT PRIMARY KEY,
+                        tokens DOUBLE PRECISION NOT NULL,
+                        updated_at DOUBLE PRECISION NOT NULL
+                    )
+                    """, logger: logger)
                 try await connection.query("DELETE FROM app_attest_schema", logger: logger)
                 try await connection.query(
                     "INSERT INTO app_attest_schema (version) VALUES (\(Int32(Self.schemaVersion)))", logger: logger)

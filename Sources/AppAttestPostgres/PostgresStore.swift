@@ -219,8 +219,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     deinit { runner.withLock { $0?.cancel() } }
 
-    /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column, 3 the challenges' `issuer`.
-    static let schemaVersion = 3
+    /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column, 3 the challenges' `issuer`,
+    /// 4 the keys' events and the token buckets.
+    static let schemaVersion = 4
 
     // MARK: Helpers
 

@@ -6,7 +6,7 @@ public import Foundation
 import GRDB
 
 extension SQLiteAppAttestStore {
-    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+    public func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion {
         try await write { db -> KeyInsertion in
             try db.cachedStatement(
                 sql: """
@@ -29,7 +29,32 @@ extension SQLiteAppAttestStore {
                     arguments: [
                         Data(record.keyID.rawValue), Int64(record.key.counter), record.revokedAt?.timeIntervalSince1970,
                     ])
-                return .inserted
+                try Self.appendEvent(KeyEvent(keyID: record.keyID, kind: .attested, time: record.createdAt), db)
+                var superseded: [KeyID] = []
+                if let userID = record.userID, let limit = maximumKeysPerUser {
+                    // The user's active keys, newest first, beyond the limit with the new one counted. SQLite has one
+                    // writer at a time: nothing registers for this user meanwhile.
+                    let rows = try Row.fetchAll(
+                        try db.cachedStatement(
+                            sql: """
+                                SELECT keys.key_id FROM keys JOIN key_counters ON key_counters.key_id = keys.key_id
+                                WHERE keys.user_id = ? AND key_counters.revoked_at IS NULL AND keys.key_id <> ?
+                                ORDER BY keys.created_at DESC, keys.key_id DESC LIMIT -1 OFFSET ?
+                                """),
+                        arguments: [userID, Data(record.keyID.rawValue), max(0, limit - 1)])
+                    for row in rows {
+                        let old = try Self.keyID(row[0])
+                        try db.cachedStatement(
+                            sql: "UPDATE key_counters SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL"
+                        ).execute(arguments: [record.createdAt.timeIntervalSince1970, Data(old.rawValue)])
+                        try Self.appendEvent(
+                            KeyEvent(
+                                keyID: old, kind: .superseded, time: record.createdAt,
+                                detail: record.keyID.base64EncodedString), db)
+                        superseded.append(old)
+                    }
+                }
+                return .inserted(superseding: superseded)
             }
             guard
                 let row = try Row.fetchOne(
@@ -65,14 +90,16 @@ extension SQLiteAppAttestStore {
         }
     }
 
-    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+    public func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool {
         try await write { db in
             try db.cachedStatement(
                 sql: "UPDATE key_counters SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL"
             )
             .execute(
                 arguments: [time.timeIntervalSince1970, Data(keyID.rawValue)])
-            return db.changesCount == 1
+            guard db.changesCount == 1 else { return false }
+            try Self.appendEvent(KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason), db)
+            return true
         }
     }
 
@@ -84,7 +111,10 @@ extension SQLiteAppAttestStore {
                 sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?"
             ).execute(
                 arguments: [Data(receipt), riskMetric, time.timeIntervalSince1970, Data(keyID.rawValue)])
-            return db.changesCount == 1
+            guard db.changesCount == 1 else { return false }
+            try Self.appendEvent(
+                KeyEvent(keyID: keyID, kind: .receiptRefreshed, time: time, detail: riskMetric.map { "\($0)" }), db)
+            return true
         }
     }
 }

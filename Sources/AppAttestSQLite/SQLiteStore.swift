@@ -125,6 +125,26 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             }
             try db.execute(sql: "CREATE INDEX IF NOT EXISTS challenges_issuer ON challenges(issuer)")
         }
+        migrator.registerMigration("v6") { db in
+            // Fleet operations: each key's audit trail, and token buckets (the attestation budget).
+            try db.execute(
+                sql: """
+                    CREATE TABLE IF NOT EXISTS key_events (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        key_id BLOB NOT NULL,
+                        kind TEXT NOT NULL,
+                        time REAL NOT NULL,
+                        detail TEXT
+                    );
+                    CREATE INDEX IF NOT EXISTS key_events_key ON key_events(key_id, id);
+                    CREATE INDEX IF NOT EXISTS key_events_time ON key_events(time);
+                    CREATE TABLE IF NOT EXISTS token_buckets (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        tokens REAL NOT NULL,
+                        updated_at REAL NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 

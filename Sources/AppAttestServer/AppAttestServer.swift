@@ -111,6 +111,7 @@ public final class AppAttestServer: Sendable {
                 counterPolicy: .reorderWindow(configuration.counterReorderWindow),
                 keyCacheLimits: .init(
                     capacity: configuration.keyCacheSize, maximumAge: configuration.keyCacheMaxAgeSeconds),
+                policies: try configuration.policies(), eventRetention: configuration.keyEventRetentionDays * 86_400,
                 now: now)
             if !configuration.validatesAttestationReceipts {
                 logger.warning("testing root without a testing receipt root: attestation receipts are not validated")
@@ -142,6 +143,33 @@ public final class AppAttestServer: Sendable {
         self.refresher = refresher
         self.postgresClient = postgresClient
         self.ownsStore = ownsStore
+    }
+
+    /// Applies what a configuration reload may change (`appattest serve` does it on SIGHUP): the bearer tokens (as
+    /// ``reloadTokens(_:)``) and each App ID's enforcement, attestation budget and keys per user. Everything is
+    /// checked first: a bad value changes nothing, and the error names its key.
+    /// - Returns: the names of the tokens now accepted.
+    @discardableResult
+    public func reload(_ reloaded: ServerConfiguration) throws(ServerConfigurationError) -> [String] {
+        var check = configuration
+        check.tokens = reloaded.tokens
+        check.apps = reloaded.apps
+        check.enforcement = reloaded.enforcement
+        check.attestationsPerSecond = reloaded.attestationsPerSecond
+        check.maximumKeysPerUser = reloaded.maximumKeysPerUser
+        _ = try check.verifierConfiguration()
+        let policies = try check.policies()
+        let names = try reloadTokens(reloaded.tokens)
+        if let service, service.policies != policies {
+            service.replacePolicies(policies)
+            logger.notice(
+                "App ID policies reloaded",
+                metadata: [
+                    "enforcement": "\(policies.defaultPolicy.enforcement.rawValue)",
+                    "reporting": "\(policies.apps.filter { $0.value.enforcement == .report }.keys.map(\.rawValue).sorted().joined(separator: ","))",
+                ])
+        }
+        return names
     }
 
     /// Replaces the accepted bearer tokens at once, without a restart (`appattest serve` does it on SIGHUP): rotate

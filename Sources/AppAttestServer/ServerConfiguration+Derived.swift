@@ -1,6 +1,7 @@
 #if Service
 public import AppAttest
 import AppAttestStore
+public import AppAttestLifecycle
 import Foundation
 
 extension ServerConfiguration {
@@ -66,6 +67,7 @@ extension ServerConfiguration {
         guard (0.1...60).contains(readinessTimeoutSeconds) else {
             throw ServerConfigurationError("readinessTimeoutSeconds must be from 0.1 to 60")
         }
+        _ = try policies()
         for token in tokens {
             guard token.token.utf8.count >= 16 else {
                 throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")
@@ -89,6 +91,45 @@ extension ServerConfiguration {
         var anchor = TrustAnchor.appleAppAttestationRoot
         if let path = testingRootCertificate { anchor = .customRootForTesting(derRepresentation: try Self.pem(path)) }
         return AppAttestVerifier.Configuration(apps: configured, trustAnchor: anchor)
+    }
+
+    /// Each App ID's enforcement, attestation budget and keys per user, checked: a bad value is refused with a
+    /// message that names its key.
+    public func policies() throws(ServerConfigurationError) -> AppAttestService.Policies {
+        guard (1...3650).contains(keyEventRetentionDays) else {
+            throw ServerConfigurationError("keyEventRetentionDays must be from 1 to 3650")
+        }
+        func policy(
+            _ scope: String, enforcement: String, attestationsPerSecond: Double, maximumKeysPerUser: Int
+        ) throws(ServerConfigurationError) -> AppAttestService.AppPolicy {
+            guard let mode = AppAttestService.Enforcement(rawValue: enforcement) else {
+                throw ServerConfigurationError("\(scope)enforcement must be enforce or report")
+            }
+            guard attestationsPerSecond == 0 || (0.001...1_000_000).contains(attestationsPerSecond) else {
+                throw ServerConfigurationError("\(scope)attestationsPerSecond must be 0 (none) or from 0.001 to 1000000")
+            }
+            guard (0...1000).contains(maximumKeysPerUser) else {
+                throw ServerConfigurationError("\(scope)maximumKeysPerUser must be 0 (no limit) or from 1 to 1000")
+            }
+            return AppAttestService.AppPolicy(
+                enforcement: mode, attestationsPerSecond: attestationsPerSecond == 0 ? nil : attestationsPerSecond,
+                maximumKeysPerUser: maximumKeysPerUser == 0 ? nil : maximumKeysPerUser)
+        }
+        var policies = AppAttestService.Policies(
+            defaultPolicy: try policy(
+                "", enforcement: enforcement, attestationsPerSecond: attestationsPerSecond,
+                maximumKeysPerUser: maximumKeysPerUser))
+        for app in apps {
+            guard let appID = try? AppID(app.appId) else { continue }  // refused by verifierConfiguration()
+            guard app.enforcement != nil || app.attestationsPerSecond != nil || app.maximumKeysPerUser != nil else {
+                continue
+            }
+            policies.apps[appID] = try policy(
+                "apps[\(app.appId)].", enforcement: app.enforcement ?? enforcement,
+                attestationsPerSecond: app.attestationsPerSecond ?? attestationsPerSecond,
+                maximumKeysPerUser: app.maximumKeysPerUser ?? maximumKeysPerUser)
+        }
+        return policies
     }
 
     /// The validator for receipts: Apple Root CA - G3, or the testing receipt root.

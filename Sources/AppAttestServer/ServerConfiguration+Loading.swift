@@ -101,6 +101,10 @@ extension ServerConfiguration {
         if let value = try wholeNumber("APPATTEST_TIMESTAMP_WINDOW") { timestampWindowSeconds = value }
         if let value = try wholeNumber("APPATTEST_KEY_CACHE_SIZE") { keyCacheSize = value }
         if let value = try number("APPATTEST_KEY_CACHE_MAX_AGE") { keyCacheMaxAgeSeconds = value }
+        if let value = environment["APPATTEST_ENFORCEMENT"] { enforcement = value }
+        if let value = try number("APPATTEST_ATTESTATIONS_PER_SECOND") { attestationsPerSecond = value }
+        if let value = try wholeNumber("APPATTEST_MAX_KEYS_PER_USER") { maximumKeysPerUser = value }
+        if let value = try number("APPATTEST_KEY_EVENT_RETENTION_DAYS") { keyEventRetentionDays = value }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
         if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],

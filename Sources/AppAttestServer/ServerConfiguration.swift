@@ -31,6 +31,10 @@ import Foundation
 /// | `timestampWindowSeconds` | `APPATTEST_TIMESTAMP_WINDOW` | how far a timestamped request may be from now (60) |
 /// | `keyCacheSize` | `APPATTEST_KEY_CACHE_SIZE` | attested keys kept parsed in memory, least recently used evicted (10,000) |
 /// | `keyCacheMaxAgeSeconds` | `APPATTEST_KEY_CACHE_MAX_AGE` | how late another instance's revocation may be seen (30) |
+/// | `enforcement` | `APPATTEST_ENFORCEMENT` | `enforce`, or `report`: refusals recorded, requests let through (per App ID too) |
+/// | `attestationsPerSecond` | `APPATTEST_ATTESTATIONS_PER_SECOND` | attestations per second per App ID, fleet-wide (100; 0: none) |
+/// | `maximumKeysPerUser` | `APPATTEST_MAX_KEYS_PER_USER` | active keys per user, the oldest superseded beyond it (5; 0: no limit) |
+/// | `keyEventRetentionDays` | `APPATTEST_KEY_EVENT_RETENTION_DAYS` | how long each key's events are kept (90) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -38,10 +42,24 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public struct App: Sendable, Codable, Hashable {
         public var appId: String
         public var environments: [String]
+        /// This App ID's `enforce` or `report`; nil for the server's ``ServerConfiguration/enforcement``.
+        public var enforcement: String?
+        /// This App ID's attestation budget (0 for none); nil for the server's
+        /// ``ServerConfiguration/attestationsPerSecond``.
+        public var attestationsPerSecond: Double?
+        /// This App ID's active keys per user (0 for no limit); nil for the server's
+        /// ``ServerConfiguration/maximumKeysPerUser``.
+        public var maximumKeysPerUser: Int?
 
-        public init(appId: String, environments: [String]) {
+        public init(
+            appId: String, environments: [String], enforcement: String? = nil, attestationsPerSecond: Double? = nil,
+            maximumKeysPerUser: Int? = nil
+        ) {
             self.appId = appId
             self.environments = environments
+            self.enforcement = enforcement
+            self.attestationsPerSecond = attestationsPerSecond
+            self.maximumKeysPerUser = maximumKeysPerUser
         }
     }
 
@@ -157,6 +175,17 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// How long a cached key is used as read, in seconds (0 to 3600): the bound on how late a revocation or a receipt
     /// refresh made through another instance is seen here.
     public var keyCacheMaxAgeSeconds: Double = 30
+    /// `enforce` (refusals are answered) or `report` (every check runs, refusals are recorded, requests go through),
+    /// for App IDs that do not say.
+    public var enforcement: String = "enforce"
+    /// Attestations verified per second per App ID, shared by every instance on the same store (0.001 to 1,000,000;
+    /// 0 for no budget), for App IDs that do not say.
+    public var attestationsPerSecond: Double = 100
+    /// Active keys per user (1 to 1,000; 0 for no limit): a new one beyond it revokes the user's oldest, for App IDs
+    /// that do not say.
+    public var maximumKeysPerUser: Int = 5
+    /// How long each key's events are kept, in days (1 to 3,650).
+    public var keyEventRetentionDays: Double = 90
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -172,7 +201,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
             startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
             counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds,
-            testingRootCertificate, testingReceiptRootCertificate, apple
+            enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, testingRootCertificate, testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {
@@ -225,6 +254,13 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         keyCacheSize = try container.decodeIfPresent(Int.self, forKey: .keyCacheSize) ?? defaults.keyCacheSize
         keyCacheMaxAgeSeconds =
             try container.decodeIfPresent(Double.self, forKey: .keyCacheMaxAgeSeconds) ?? defaults.keyCacheMaxAgeSeconds
+        enforcement = try container.decodeIfPresent(String.self, forKey: .enforcement) ?? defaults.enforcement
+        attestationsPerSecond =
+            try container.decodeIfPresent(Double.self, forKey: .attestationsPerSecond) ?? defaults.attestationsPerSecond
+        maximumKeysPerUser =
+            try container.decodeIfPresent(Int.self, forKey: .maximumKeysPerUser) ?? defaults.maximumKeysPerUser
+        keyEventRetentionDays =
+            try container.decodeIfPresent(Double.self, forKey: .keyEventRetentionDays) ?? defaults.keyEventRetentionDays
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)

@@ -20,10 +20,24 @@ extension AppAttestServer {
         }
     }
 
-    func revoke(_ keyID: KeyID) async -> AppAttestHTTPResponse {
+    func events(_ keyID: KeyID, limit: Int) async -> AppAttestHTTPResponse {
+        guard let service else { return .problem(Self.notConfigured) }
+        guard (1...1000).contains(limit) else { return .problem(.malformed("limit is from 1 to 1000")) }
+        do {
+            let events = try await service.events(ofKey: keyID, limit: limit)
+            return .json(
+                EventsResponse(
+                    keyId: keyID.base64EncodedString,
+                    events: events.map { .init(kind: $0.kind.rawValue, time: $0.time, detail: $0.detail) }))
+        } catch {
+            return .problem(Self.problem(error))
+        }
+    }
+
+    func revoke(_ keyID: KeyID, reason: String?) async -> AppAttestHTTPResponse {
         guard let service else { return .problem(Self.notConfigured) }
         do {
-            let changed = try await service.revokeKey(keyID)
+            let changed = try await service.revokeKey(keyID, reason: reason)
             logger.info("key revoked", metadata: ["keyId": "\(keyID)", "changed": "\(changed)"])
             return .json(RevokeResponse(keyId: keyID.base64EncodedString, revoked: true))
         } catch {

@@ -59,18 +59,24 @@ extension AppAttestServer {
                 // The same operation as every front end's (AppAttestHTTPOperations); a caller limited to some App
                 // IDs is refused keys of others before anything is verified.
                 do throws(AppAttestProblem) {
-                    let authenticated = try await operations.verify(
+                    let verdict = try await operations.verifyOrReport(
                         try AppAttestAssertionInput(json: bytes),
                         timestampWindow: .seconds(self.configuration.timestampWindowSeconds), now: self.now(),
-                        authorize: { keyID in await self.outOfScope(keyID, context.scope) })
-                    var response = AppAttestKeyDocument(authenticated.record)
-                    if let next = authenticated.nextChallenge {
-                        response.nextChallenge = RequestBindingLayout.base64URL(next.challenge)
-                        response.nextChallengeExpiresAt = next.expiresAt
+                        logger: context.logger, authorize: { keyID in await self.outOfScope(keyID, context.scope) })
+                    switch verdict {
+                    case .verified(let authenticated):
+                        var response = AppAttestKeyDocument(authenticated.record)
+                        if let next = authenticated.nextChallenge {
+                            response.nextChallenge = RequestBindingLayout.base64URL(next.challenge)
+                            response.nextChallengeExpiresAt = next.expiresAt
+                        }
+                        // The hot path's answer, written directly (the same JSON as JSONEncoder's; KeyDocumentTests).
+                        return AppAttestHTTPResponse(
+                            status: .ok, headerFields: [.contentType: "application/json"], body: response.json)
+                    case .reported(let report):
+                        // Report-only enforcement: 200, and what would have refused it.
+                        return .json(ReportedRefusal(report))
                     }
-                    // The hot path's answer, written directly (the same JSON as JSONEncoder's; KeyDocumentTests).
-                    return AppAttestHTTPResponse(
-                        status: .ok, headerFields: [.contentType: "application/json"], body: response.json)
                 } catch {
                     return .problem(error)
                 }
@@ -79,8 +85,26 @@ extension AppAttestServer {
         v1.get("keys/:keyId") { request, context in
             await self.keyOperation(context, operation: "key", needs: .read) { keyID in await self.key(keyID) }
         }
+        v1.get("keys/:keyId/events") { request, context in
+            let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) } ?? 100
+            return await self.keyOperation(context, operation: "events", needs: .read) { keyID in
+                await self.events(keyID, limit: limit)
+            }
+        }
         v1.post("keys/:keyId/revoke") { request, context in
-            await self.keyOperation(context, operation: "revoke", needs: .revoke) { keyID in await self.revoke(keyID) }
+            // An optional body names the reason, kept in the key's events.
+            let body = try await request.body.collect(upTo: 4096)
+            let reason: String?
+            if body.readableBytes == 0 {
+                reason = nil
+            } else if let decoded = AppAttestHTTPOperations.decode(RevokeRequest.self, body.readableBytesView) {
+                reason = decoded.reason
+            } else {
+                return Response(.problem(.malformed("The body is {\"reason\": string} or empty")))
+            }
+            return await self.keyOperation(context, operation: "revoke", needs: .revoke) { keyID in
+                await self.revoke(keyID, reason: reason)
+            }
         }
         v1.post("keys/:keyId/receipt/refresh") { request, context in
             await self.keyOperation(context, operation: "receiptRefresh", needs: .refresh) { keyID in

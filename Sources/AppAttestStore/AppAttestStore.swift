@@ -33,8 +33,11 @@ public protocol AppAttestStore: Sendable {
     /// Deletes challenges that expired before `now`; returns how many.
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int
 
-    /// Inserts a key unless its keyId is already stored.
-    func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion
+    /// Inserts a key unless its keyId is already stored, with its ``KeyEvent/Kind/attested`` event. When it is
+    /// inserted with a user and `maximumKeysPerUser` is given, that user's oldest active keys beyond the limit (the new
+    /// one counted) are revoked, each with a ``KeyEvent/Kind/superseded`` event; all in one transaction, serialized per
+    /// user, so that concurrent registrations of one user never leave more than the limit active.
+    func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion
 
     /// The key with this id.
     func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord?
@@ -49,8 +52,9 @@ public protocol AppAttestStore: Sendable {
     /// changes.
     func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError) -> AssertionAcceptanceOutcome
 
-    /// Marks a key revoked; returns whether it was active.
-    func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool
+    /// Marks a key revoked, with a ``KeyEvent/Kind/revoked`` event carrying `reason`, in one transaction; returns
+    /// whether it was active (nothing is written when it was not).
+    func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool
 
     /// Accepts several verified assertions in one transaction (group commit), each exactly as
     /// ``acceptAssertion(_:)`` would, in order: the outcomes are in the same order. A store error fails them all and
@@ -60,12 +64,41 @@ public protocol AppAttestStore: Sendable {
     /// Releases the store's connections or files; the store is not used afterwards. Frameworks call it at shutdown.
     func close() async
 
-    /// Replaces a key's receipt; returns whether the key exists.
+    /// Replaces a key's receipt, with a ``KeyEvent/Kind/receiptRefreshed`` event, in one transaction; returns whether
+    /// the key exists.
     func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
         -> Bool
+
+    // MARK: Fleet operations
+
+    /// Appends an event that goes with no change of the store (an attestation refused, a key of an environment no
+    /// longer allowed).
+    func appendKeyEvent(_ event: KeyEvent) async throws(StoreError)
+
+    /// The latest `limit` events of a key, oldest first.
+    func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent]
+
+    /// Deletes the events that happened before `time` (the audit trail's retention); returns how many.
+    func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int
+
+    /// Takes one token from the bucket `name`, which refills at `rate` tokens per second up to `burst`, atomically
+    /// for every process that shares this store (a fleet's budget, not one instance's).
+    /// - Returns: nil when a token was taken; else the seconds until one is available (nothing is taken).
+    func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
+        -> TimeInterval?
 }
 
 extension AppAttestStore {
+    /// Inserts a key unless its keyId is already stored, superseding none.
+    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
+        try await insertKey(record, maximumKeysPerUser: nil)
+    }
+
+    /// Marks a key revoked without a reason; returns whether it was active.
+    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
+        try await revokeKey(keyID, at: time, reason: nil)
+    }
+
     /// One ``acceptAssertion(_:)`` after another, for stores without a batched transaction (each is atomic; the
     /// batch as a whole is not).
     public func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)

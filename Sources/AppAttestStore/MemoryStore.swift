@@ -7,6 +7,8 @@ public actor MemoryAppAttestStore: AppAttestStore {
     private var keys: [KeyID: KeyRecord] = [:]
     /// Counters accepted below the highest, for the reorder window (``AssertionAcceptance/advance(highest:seen:counter:window:)``).
     private var seen: [KeyID: UInt64] = [:]
+    private var events: [KeyID: [KeyEvent]] = [:]
+    private var buckets: [String: (tokens: Double, updatedAt: Date)] = [:]
 
     /// An empty store.
     public init() {}
@@ -62,10 +64,24 @@ public actor MemoryAppAttestStore: AppAttestStore {
         return expired.count
     }
 
-    public func insertKey(_ record: KeyRecord) throws(StoreError) -> KeyInsertion {
+    public func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) throws(StoreError) -> KeyInsertion {
         if let existing = keys[record.keyID] { return .duplicate(existing) }
         keys[record.keyID] = record
-        return .inserted
+        events[record.keyID, default: []].append(KeyEvent(keyID: record.keyID, kind: .attested, time: record.createdAt))
+        var superseded: [KeyID] = []
+        if let userID = record.userID, let limit = maximumKeysPerUser {
+            let others = keys.values.filter { $0.userID == userID && $0.revokedAt == nil && $0.keyID != record.keyID }
+                .sorted { ($0.createdAt, $0.keyID.base64EncodedString) > ($1.createdAt, $1.keyID.base64EncodedString) }
+            for old in others.dropFirst(max(0, limit - 1)) {
+                keys[old.keyID]?.revokedAt = record.createdAt
+                events[old.keyID, default: []].append(
+                    KeyEvent(
+                        keyID: old.keyID, kind: .superseded, time: record.createdAt,
+                        detail: record.keyID.base64EncodedString))
+                superseded.append(old.keyID)
+            }
+        }
+        return .inserted(superseding: superseded)
     }
 
     public func key(_ keyID: KeyID) throws(StoreError) -> KeyRecord? { keys[keyID] }
@@ -96,10 +112,11 @@ public actor MemoryAppAttestStore: AppAttestStore {
         return .accepted(highestCounter: highest)
     }
 
-    public func revokeKey(_ keyID: KeyID, at time: Date) throws(StoreError) -> Bool {
+    public func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) throws(StoreError) -> Bool {
         guard var record = keys[keyID], record.revokedAt == nil else { return false }
         record.revokedAt = time
         keys[keyID] = record
+        events[keyID, default: []].append(KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason))
         return true
     }
 
@@ -111,6 +128,36 @@ public actor MemoryAppAttestStore: AppAttestStore {
         record.riskMetric = riskMetric
         record.receiptUpdatedAt = time
         keys[keyID] = record
+        events[keyID, default: []].append(
+            KeyEvent(keyID: keyID, kind: .receiptRefreshed, time: time, detail: riskMetric.map { "\($0)" }))
         return true
+    }
+
+    public func appendKeyEvent(_ event: KeyEvent) throws(StoreError) {
+        events[event.keyID, default: []].append(event)
+    }
+
+    public func keyEvents(_ keyID: KeyID, limit: Int) throws(StoreError) -> [KeyEvent] {
+        Array((events[keyID] ?? []).suffix(max(0, limit)))
+    }
+
+    public func purgeKeyEvents(before time: Date) throws(StoreError) -> Int {
+        var purged = 0
+        for (keyID, list) in events {
+            let kept = list.filter { $0.time >= time }
+            purged += list.count - kept.count
+            events[keyID] = kept.isEmpty ? nil : kept
+        }
+        return purged
+    }
+
+    public func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) throws(StoreError)
+        -> TimeInterval?
+    {
+        let state = buckets[name] ?? (tokens: burst, updatedAt: now)
+        let available = min(burst, state.tokens + max(0, now.timeIntervalSince(state.updatedAt)) * rate)
+        guard available >= 1 else { return (1 - available) / rate }
+        buckets[name] = (tokens: available - 1, updatedAt: max(state.updatedAt, now))
+        return nil
     }
 }

@@ -53,8 +53,8 @@ package struct ObservedAppAttestStore: AppAttestStore {
     package func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
         try await inner.purgeExpiredChallenges(now: now)
     }
-    package func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion {
-        try await inner.insertKey(record)
+    package func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion {
+        try await inner.insertKey(record, maximumKeysPerUser: maximumKeysPerUser)
     }
     package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
     package func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
@@ -63,11 +63,21 @@ package struct ObservedAppAttestStore: AppAttestStore {
     package func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     { try await inner.acceptAssertion(acceptance) }
-    package func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool {
-        try await inner.revokeKey(keyID, at: time)
+    package func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool {
+        try await inner.revokeKey(keyID, at: time, reason: reason)
     }
     package func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
         async throws(StoreError)
         -> Bool
     { try await inner.updateReceipt(keyID, receipt: receipt, riskMetric: riskMetric, at: time) }
+    package func appendKeyEvent(_ event: KeyEvent) async throws(StoreError) { try await inner.appendKeyEvent(event) }
+    package func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent] {
+        try await inner.keyEvents(keyID, limit: limit)
+    }
+    package func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int {
+        try await inner.purgeKeyEvents(before: time)
+    }
+    package func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
+        -> TimeInterval?
+    { try await inner.takeToken(bucket: name, rate: rate, burst: burst, now: now) }
 }

@@ -23,14 +23,24 @@ public struct UnavailableAppAttestStore: AppAttestStore {
         async throws(StoreError)
     { throw fail() }
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int { throw fail() }
-    public func insertKey(_ record: KeyRecord) async throws(StoreError) -> KeyInsertion { throw fail() }
+    public func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion {
+        throw fail()
+    }
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
     public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     { throw fail() }
-    public func revokeKey(_ keyID: KeyID, at time: Date) async throws(StoreError) -> Bool { throw fail() }
+    public func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool {
+        throw fail()
+    }
     public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date)
         async throws(StoreError) -> Bool
+    { throw fail() }
+    public func appendKeyEvent(_ event: KeyEvent) async throws(StoreError) { throw fail() }
+    public func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent] { throw fail() }
+    public func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int { throw fail() }
+    public func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
+        -> TimeInterval?
     { throw fail() }
 }

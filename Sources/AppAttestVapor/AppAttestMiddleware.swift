@@ -65,12 +65,22 @@ public struct AppAttestMiddleware: AsyncMiddleware {
         // A body Vapor collected before this middleware comes back whatever its size: check it here.
         guard body.readableBytes <= maximumBodySize else { return try refuse(.bodyTooLarge) }
         guard let head = HTTPRequest(request) else { return try refuse(.malformed("The method cannot be bound")) }
-        let authentication: AppAttestAuthentication
+        let admission: AppAttestAdmission
         do {
-            authentication = try await operations.authenticate(head, body: body.readableBytesView, freshness: freshness)
+            admission = try await operations.admit(
+                head, body: body.readableBytesView, freshness: freshness, logger: request.logger)
         } catch {
             request.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
             return try refuse(error)
+        }
+        let authentication: AppAttestAuthentication
+        switch admission {
+        case .verified(let verified): authentication = verified
+        case .reported(let report):
+            // Report-only enforcement: the route runs with nobody logged in, and can read why
+            // (`req.appAttest.report`, or AppAttestReport.current).
+            request.storage[AppAttestReportKey.self] = report
+            return try await AppAttestReport.$current.withValue(report) { try await next.respond(to: request) }
         }
         request.auth.login(authentication.device)
         let response = try await next.respond(to: request)
@@ -84,5 +94,9 @@ public struct AppAttestMiddleware: AsyncMiddleware {
         if refusals.thrown { throw AppAttestAbort(problem) }
         return Response(.problem(problem))
     }
+}
+/// Where the middleware keeps a request's report (report-only enforcement).
+struct AppAttestReportKey: StorageKey {
+    typealias Value = AppAttestReport
 }
 #endif  // Vapor

@@ -25,6 +25,10 @@ public struct AppAttestRequest: Sendable {
     /// The verified device; throws 401 when the route is not protected by ``AppAttestMiddleware``.
     public func requireDevice() throws -> AttestedDevice { try request.auth.require(AttestedDevice.self) }
 
+    /// Why the request was not verified, when report-only enforcement let it through ``AppAttestMiddleware`` (nil:
+    /// verified, or not protected).
+    public var report: AppAttestReport? { request.storage[AppAttestReportKey.self] }
+
     /// The application's service (`app.appAttest.use(_:)`).
     public var service: AppAttestService { request.application.appAttest.service }
 }

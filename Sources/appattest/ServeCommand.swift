@@ -55,11 +55,12 @@ struct ServeCommand: AsyncParsableCommand {
         let metrics = ServerMetrics()
         metrics.bootstrapMetricsSystem()
         let server = try await AppAttestServer.open(configuration: configuration, metrics: metrics, logger: logger)
-        // SIGHUP: read the tokens again (the configuration file), so that they rotate without a restart.
+        // SIGHUP: read the configuration again, so that tokens rotate and App IDs move between report and enforce
+        // without a restart; a bad file changes nothing.
         let reloader = Task {
             for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                do { try server.reloadTokens(try loadConfiguration(logger: logger).tokens) } catch {
-                    logger.error("SIGHUP: tokens not reloaded", metadata: ["error": "\(error)"])
+                do { try server.reload(try loadConfiguration(logger: logger)) } catch {
+                    logger.error("SIGHUP: configuration not reloaded", metadata: ["error": "\(error)"])
                 }
             }
         }

@@ -84,14 +84,20 @@ struct Harness {
 
     /// - Parameter start: the service clock's start. Tests that purge expired challenges start in the past, so
     ///   that on a shared PostgreSQL they delete only their own.
-    init(_ backend: Backend, start: Date = Date()) async throws {
+    ///   - policies: the fleet policies (by default none of them: no attestation budget, no limit of keys per user,
+    ///     so that tests sharing a PostgreSQL database, with clocks of their own, do not share a budget).
+    init(
+        _ backend: Backend, start: Date = Date(),
+        policies: AppAttestService.Policies = .init(
+            defaultPolicy: .init(attestationsPerSecond: nil, maximumKeysPerUser: nil))
+    ) async throws {
         clock = TestClock(start)
         (store, spec) = try await backend.open()
         let verifier = try AppAttestVerifier(
             configuration: .init(
                 apps: [Self.appID: [.production, .development]], trustAnchor: Self.authority.trustAnchor))
         let clock = self.clock
-        service = AppAttestService(verifier: verifier, store: store, now: { clock.now })
+        service = AppAttestService(verifier: verifier, store: store, policies: policies, now: { clock.now })
     }
 
     func device(counter: UInt32 = 0) throws -> SimulatedDevice {

@@ -1,0 +1,103 @@
+public import AppAttest
+public import AppAttestStore
+import Foundation
+public import Logging
+import Metrics
+
+extension AppAttestService {
+    /// Each App ID's enforcement, attestation budget and keys per user, as they are now.
+    public var policies: Policies { policyState.current }
+
+    /// Replaces the policies at once, for every copy of this service (a configuration reload: `appattest serve` does
+    /// it on SIGHUP). Requests already past a decision keep it.
+    public func replacePolicies(_ policies: Policies) { policyState.replace(policies) }
+
+    /// The enforcement that applies to a refusal of `keyID`'s request: its App ID's (from the key cache, else the
+    /// store), or the default policy's when the key or its App ID cannot be read (an unknown key, a store down).
+    public func enforcement(ofKey keyID: KeyID?) async -> Enforcement {
+        let policies = policies
+        // Without any App ID reporting, nothing to look up.
+        if policies.defaultPolicy.enforcement == .enforce && !policies.apps.values.contains(where: { $0.enforcement == .report }) {
+            return .enforce
+        }
+        guard let keyID, let appID = try? await appID(ofKey: keyID) else { return policies.defaultPolicy.enforcement }
+        return policies.policy(for: appID).enforcement
+    }
+
+    /// Records a refusal that report-only enforcement lets through: the metric `appattest_reported_refusals_total`
+    /// (labelled by code) and a log line at `notice`.
+    public func recordReportedRefusal(code: String, keyID: KeyID?, logger: Logger) {
+        Counter(label: "appattest_reported_refusals_total", dimensions: [("code", code)]).increment()
+        logger.notice(
+            "App Attest refusal reported, not enforced",
+            metadata: ["code": "\(code)", "keyId": "\(keyID?.base64EncodedString ?? "-")"])
+    }
+
+    /// The latest `limit` events of a key, oldest first (<doc:OperatingAppAttestInProduction>, “Key events”).
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `storeUnavailable`.
+    public func events(ofKey keyID: KeyID, limit: Int = 100) async throws(AppAttestServiceError) -> [KeyEvent] {
+        _ = try await key(keyID)
+        let count = min(max(0, limit), 1_000)
+        return try await run { () async throws(StoreError) -> [KeyEvent] in
+            try await store.keyEvents(keyID, limit: count)
+        }
+    }
+
+    /// Deletes the events older than ``eventRetention``; returns how many.
+    public func purgeExpiredEvents() async throws(AppAttestServiceError) -> Int {
+        let cutoff = now().addingTimeInterval(-eventRetention)
+        return try await run { () async throws(StoreError) -> Int in try await store.purgeKeyEvents(before: cutoff) }
+    }
+
+    // MARK: Helpers
+
+    /// The configured App ID an attestation object names by its rpIdHash, from a parse of its CBOR (no certificate,
+    /// no signature); nil when it names none (verification then refuses it) or does not parse.
+    func configuredAppID(ofAttestation object: [UInt8]) -> AppID? {
+        guard let parsed = try? AttestationObject(cborEncoded: object) else { return nil }
+        let hash = parsed.authenticatorData.rpIDHash
+        return verifier.configuration.apps.keys.first { $0.rpIDHash == hash }
+    }
+
+    /// Takes one attestation from the App ID's budget, shared through the store by every instance on it.
+    func spendAttestationBudget(_ policy: AppPolicy, appID: AppID?) async throws(AppAttestServiceError) {
+        guard let rate = policy.attestationsPerSecond else { return }
+        let bucket = "attestations:\(appID?.rawValue ?? "*")"
+        let time = now()
+        let wait = try await run { () async throws(StoreError) -> TimeInterval? in
+            try await store.takeToken(bucket: bucket, rate: rate, burst: policy.attestationBurst, now: time)
+        }
+        guard let wait else { return }
+        Counter(label: "appattest_attestation_budget_exhausted_total", dimensions: [("appId", appID?.rawValue ?? "*")])
+            .increment()
+        throw AppAttestServiceError(
+            .attestationBudgetExhausted, "the attestation budget of \(appID?.rawValue ?? "unknown App IDs") is spent",
+            retryAfter: wait)
+    }
+
+    /// Writes an attestation's refusal to the key's events (its challenge was consumed, so their number is bounded by
+    /// the challenges issued); a store that cannot write it does not change the answer.
+    func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID, appID: AppID?) async {
+        let code = refusal.verification?.code.description ?? refusal.code.name
+        FleetMetrics.keyEvent(.attestationRefused)
+        let event = KeyEvent(keyID: keyID, kind: .attestationRefused, time: now(), detail: code)
+        try? await store.appendKeyEvent(event)
+    }
+
+    /// Writes, once per key and process, that a key's environment is no longer allowed.
+    func recordEnvironmentRefusal(_ key: AttestedKey) async {
+        guard policyState.firstEnvironmentReport(key.keyID) else { return }
+        FleetMetrics.keyEvent(.environmentNotAllowed)
+        let event = KeyEvent(
+            keyID: key.keyID, kind: .environmentNotAllowed, time: now(), detail: key.environment.rawValue)
+        try? await store.appendKeyEvent(event)
+    }
+}
+
+/// The metrics of the key lifecycle (swift-metrics: whatever backend the process bootstrapped, none by default).
+enum FleetMetrics {
+    /// `appattest_key_events_total{kind}`.
+    static func keyEvent(_ kind: KeyEvent.Kind) {
+        Counter(label: "appattest_key_events_total", dimensions: [("kind", kind.rawValue)]).increment()
+    }
+}
