@@ -165,7 +165,9 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
     }
 }
 extension Double {
-    fileprivate func clamped(to range: ClosedRange<Double>) -> Double { Swift.min(Swift.max(self, range.lowerBound), range.upperBound) }
+    fileprivate func clamped(to range: ClosedRange<Double>) -> Double {
+        Swift.min(Swift.max(self, range.lowerBound), range.upperBound)
+    }
 }
 
 /// JSON text written without an encoder, for the answers of the hot paths.

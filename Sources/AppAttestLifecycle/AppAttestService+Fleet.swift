@@ -17,7 +17,9 @@ extension AppAttestService {
     public func enforcement(ofKey keyID: KeyID?) async -> Enforcement {
         let policies = policies
         // Without any App ID reporting, nothing to look up.
-        if policies.defaultPolicy.enforcement == .enforce && !policies.apps.values.contains(where: { $0.enforcement == .report }) {
+        if policies.defaultPolicy.enforcement == .enforce
+            && !policies.apps.values.contains(where: { $0.enforcement == .report })
+        {
             return .enforce
         }
         guard let keyID, let appID = try? await appID(ofKey: keyID) else { return policies.defaultPolicy.enforcement }
@@ -27,20 +29,22 @@ extension AppAttestService {
     /// Records a refusal that report-only enforcement lets through: the metric `appattest_reported_refusals_total`
     /// (labelled by code) and a log line at `notice`.
     public func recordReportedRefusal(code: String, keyID: KeyID?, logger: Logger) {
-        Counter(label: "appattest_reported_refusals_total", dimensions: [("code", code)]).increment()
+        FleetMetrics.count("appattest_reported_refusals_total", [("code", code)], metricsFactory)
         logger.notice(
             "App Attest refusal reported, not enforced",
             metadata: ["code": "\(code)", "keyId": "\(keyID?.base64EncodedString ?? "-")"])
     }
 
-    /// The latest `limit` events of a key, oldest first (<doc:OperatingAppAttestInProduction>, “Key events”).
-    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `storeUnavailable`.
+    /// The latest `limit` (at most 1,000) events of a key, oldest first (<doc:OperatingAppAttestInProduction>, “Key
+    /// events”). A key that was never stored has events when its attestations were refused.
+    /// - Throws: ``AppAttestServiceError``: `unknownKey` (neither stored nor with events), `storeUnavailable`.
     public func events(ofKey keyID: KeyID, limit: Int = 100) async throws(AppAttestServiceError) -> [KeyEvent] {
-        _ = try await key(keyID)
-        let count = min(max(0, limit), 1_000)
-        return try await run { () async throws(StoreError) -> [KeyEvent] in
+        let count = min(max(1, limit), 1_000)
+        let events = try await run { () async throws(StoreError) -> [KeyEvent] in
             try await store.keyEvents(keyID, limit: count)
         }
+        if events.isEmpty { _ = try await key(keyID) }
+        return events
     }
 
     /// Deletes the events older than ``eventRetention``; returns how many.
@@ -68,8 +72,8 @@ extension AppAttestService {
             try await store.takeToken(bucket: bucket, rate: rate, burst: policy.attestationBurst, now: time)
         }
         guard let wait else { return }
-        Counter(label: "appattest_attestation_budget_exhausted_total", dimensions: [("appId", appID?.rawValue ?? "*")])
-            .increment()
+        FleetMetrics.count(
+            "appattest_attestation_budget_exhausted_total", [("appId", appID?.rawValue ?? "*")], metricsFactory)
         throw AppAttestServiceError(
             .attestationBudgetExhausted, "the attestation budget of \(appID?.rawValue ?? "unknown App IDs") is spent",
             retryAfter: wait)
@@ -79,7 +83,7 @@ extension AppAttestService {
     /// the challenges issued); a store that cannot write it does not change the answer.
     func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID, appID: AppID?) async {
         let code = refusal.verification?.code.description ?? refusal.code.name
-        FleetMetrics.keyEvent(.attestationRefused)
+        FleetMetrics.keyEvent(.attestationRefused, metricsFactory)
         let event = KeyEvent(keyID: keyID, kind: .attestationRefused, time: now(), detail: code)
         try? await store.appendKeyEvent(event)
     }
@@ -87,17 +91,26 @@ extension AppAttestService {
     /// Writes, once per key and process, that a key's environment is no longer allowed.
     func recordEnvironmentRefusal(_ key: AttestedKey) async {
         guard policyState.firstEnvironmentReport(key.keyID) else { return }
-        FleetMetrics.keyEvent(.environmentNotAllowed)
+        FleetMetrics.keyEvent(.environmentNotAllowed, metricsFactory)
         let event = KeyEvent(
             keyID: key.keyID, kind: .environmentNotAllowed, time: now(), detail: key.environment.rawValue)
         try? await store.appendKeyEvent(event)
     }
 }
 
-/// The metrics of the key lifecycle (swift-metrics: whatever backend the process bootstrapped, none by default).
+/// The metrics of the key lifecycle, through swift-metrics: the service's factory, else whatever backend the process
+/// bootstrapped (none by default).
 enum FleetMetrics {
     /// `appattest_key_events_total{kind}`.
-    static func keyEvent(_ kind: KeyEvent.Kind) {
-        Counter(label: "appattest_key_events_total", dimensions: [("kind", kind.rawValue)]).increment()
+    static func keyEvent(_ kind: KeyEvent.Kind, _ factory: (any MetricsFactory)?) {
+        count("appattest_key_events_total", [("kind", kind.rawValue)], factory)
+    }
+
+    static func count(_ label: String, _ dimensions: [(String, String)], _ factory: (any MetricsFactory)?) {
+        if let factory {
+            Counter(label: label, dimensions: dimensions, factory: factory).increment()
+        } else {
+            Counter(label: label, dimensions: dimensions).increment()
+        }
     }
 }

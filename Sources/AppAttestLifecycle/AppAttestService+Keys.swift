@@ -52,7 +52,7 @@ extension AppAttestService {
         let revoked = try await run { () async throws(StoreError) -> Bool in
             try await store.revokeKey(keyID, at: time, reason: reason)
         }
-        if revoked { FleetMetrics.keyEvent(.revoked) }
+        if revoked { FleetMetrics.keyEvent(.revoked, metricsFactory) }
         return revoked
     }
 
@@ -66,7 +66,7 @@ extension AppAttestService {
             try await store.updateReceipt(
                 keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
         }
-        if updated { FleetMetrics.keyEvent(.receiptRefreshed) }
+        if updated { FleetMetrics.keyEvent(.receiptRefreshed, metricsFactory) }
         return updated
     }
 

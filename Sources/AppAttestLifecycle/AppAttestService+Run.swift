@@ -35,7 +35,9 @@ extension AppAttestService {
                 let deleted = try await purgeExpiredChallenges()
                 if deleted > 0 { logger.debug("expired challenges deleted", metadata: ["count": "\(deleted)"]) }
                 let events = try await purgeExpiredEvents()
-                if events > 0 { logger.debug("key events past their retention deleted", metadata: ["count": "\(events)"]) }
+                if events > 0 {
+                    logger.debug("key events past their retention deleted", metadata: ["count": "\(events)"])
+                }
             } catch {
                 logger.warning("purging expired challenges or events failed", metadata: ["error": "\(error.code)"])
             }

@@ -1,6 +1,7 @@
 public import AppAttest
 public import AppAttestStore
 public import Foundation
+public import Metrics
 import Synchronization
 
 /// Challenge → attestation → assertions, on any `AppAttestStore`, so that nobody has to get the
@@ -33,6 +34,8 @@ public struct AppAttestService: Sendable {
     let keyCache: KeyCache
     let batcher: AcceptanceBatcher
     let policyState: PolicyState
+    /// Where the lifecycle's metrics go; nil for the process's bootstrapped backend.
+    let metricsFactory: (any MetricsFactory)?
 
     /// A service over a store.
     /// - Parameters:
@@ -46,15 +49,18 @@ public struct AppAttestService: Sendable {
     ///   - policies: each App ID's enforcement, attestation budget and keys per user (replaceable later with
     ///     ``replacePolicies(_:)``).
     ///   - eventRetention: how long a key's events are kept, in seconds (90 days by default).
+    ///   - metricsFactory: where the lifecycle's metrics go (key events, budget refusals, reported refusals); nil for
+    ///     the backend the process bootstrapped with `MetricsSystem.bootstrap`, if any.
     ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
         challengeLimits: ChallengeLimits = ChallengeLimits(), receiptValidator: AppAttestReceiptValidator? = nil,
         counterPolicy: AppAttestVerifier.CounterPolicy = .strictlyIncreasing,
         keyCacheLimits: KeyCacheLimits = KeyCacheLimits(), policies: Policies = Policies(),
-        eventRetention: TimeInterval = 90 * 86_400,
+        eventRetention: TimeInterval = 90 * 86_400, metricsFactory: (any MetricsFactory)? = nil,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.metricsFactory = metricsFactory
         self.policyState = PolicyState(policies)
         self.eventRetention = eventRetention.isFinite ? max(0, eventRetention) : 90 * 86_400
         self.keyCache = KeyCache(limits: keyCacheLimits)
@@ -210,10 +216,10 @@ public struct AppAttestService: Sendable {
             }
             throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
         case .inserted(let superseded):
-            FleetMetrics.keyEvent(.attested)
+            FleetMetrics.keyEvent(.attested, metricsFactory)
             for old in superseded {
                 keyCache.remove(old)
-                FleetMetrics.keyEvent(.superseded)
+                FleetMetrics.keyEvent(.superseded, metricsFactory)
             }
         }
         keyCache.insert(record)

@@ -33,7 +33,9 @@ extension PostgresAppAttestStore {
             return rows
         }
         return rows.reversed().map {
-            KeyEvent(keyID: keyID, kind: KeyEvent.Kind(rawValue: $0.0), time: Date(timeIntervalSince1970: $0.1), detail: $0.2)
+            KeyEvent(
+                keyID: keyID, kind: KeyEvent.Kind(rawValue: $0.0), time: Date(timeIntervalSince1970: $0.1), detail: $0.2
+            )
         }
     }
 

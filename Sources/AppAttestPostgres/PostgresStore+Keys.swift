@@ -97,7 +97,8 @@ extension PostgresAppAttestStore {
 
     public func revokeKey(_ keyID: KeyID, at time: Date, reason: String?) async throws(StoreError) -> Bool {
         let bytes = Data(keyID.rawValue), seconds = time.timeIntervalSince1970
-        let kind = KeyEvent.Kind.revoked.rawValue, detail = KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason).detail
+        let kind = KeyEvent.Kind.revoked.rawValue,
+            detail = KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason).detail
         return try await affected { client, logger in
             try await client.query(
                 """

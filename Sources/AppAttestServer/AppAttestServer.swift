@@ -9,6 +9,7 @@ public import AppAttestLifecycle
 import AppAttestHTTP
 import AppleDeviceAPI
 public import Foundation
+import Prometheus
 import HTTPTypes
 public import Hummingbird
 import HummingbirdCore
@@ -112,7 +113,7 @@ public final class AppAttestServer: Sendable {
                 keyCacheLimits: .init(
                     capacity: configuration.keyCacheSize, maximumAge: configuration.keyCacheMaxAgeSeconds),
                 policies: try configuration.policies(), eventRetention: configuration.keyEventRetentionDays * 86_400,
-                now: now)
+                metricsFactory: PrometheusMetricsFactory(registry: metrics.registry), now: now)
             if !configuration.validatesAttestationReceipts {
                 logger.warning("testing root without a testing receipt root: attestation receipts are not validated")
             }
@@ -166,7 +167,8 @@ public final class AppAttestServer: Sendable {
                 "App ID policies reloaded",
                 metadata: [
                     "enforcement": "\(policies.defaultPolicy.enforcement.rawValue)",
-                    "reporting": "\(policies.apps.filter { $0.value.enforcement == .report }.keys.map(\.rawValue).sorted().joined(separator: ","))",
+                    "reporting":
+                        "\(policies.apps.filter { $0.value.enforcement == .report }.keys.map(\.rawValue).sorted().joined(separator: ","))",
                 ])
         }
         return names

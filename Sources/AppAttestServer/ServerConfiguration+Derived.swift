@@ -106,7 +106,8 @@ extension ServerConfiguration {
                 throw ServerConfigurationError("\(scope)enforcement must be enforce or report")
             }
             guard attestationsPerSecond == 0 || (0.001...1_000_000).contains(attestationsPerSecond) else {
-                throw ServerConfigurationError("\(scope)attestationsPerSecond must be 0 (none) or from 0.001 to 1000000")
+                throw ServerConfigurationError(
+                    "\(scope)attestationsPerSecond must be 0 (none) or from 0.001 to 1000000")
             }
             guard (0...1000).contains(maximumKeysPerUser) else {
                 throw ServerConfigurationError("\(scope)maximumKeysPerUser must be 0 (no limit) or from 1 to 1000")

@@ -201,7 +201,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
             startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
             counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds,
-            enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, testingRootCertificate, testingReceiptRootCertificate, apple
+            enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, testingRootCertificate,
+            testingReceiptRootCertificate, apple
     }
 
     public init(from decoder: any Decoder) throws {

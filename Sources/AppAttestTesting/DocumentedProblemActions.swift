@@ -4,7 +4,7 @@ package enum DocumentedProblemActions {
     /// The documented action for `code` (`none` for the verifier's codes and anything not listed).
     package static func action(for code: String) -> String {
         switch code {
-        case "rateLimited", "tooManyChallenges", "storeUnavailable": "retry"
+        case "rateLimited", "tooManyChallenges", "storeUnavailable", "attestationBudgetExhausted": "retry"
         case "challengeExpired", "challengeMismatch", "challengeUnknown", "counterReplayed", "counterNotIncreasing",
             "staleTimestamp":
             "refetchChallenge"
@@ -13,9 +13,12 @@ package enum DocumentedProblemActions {
         }
     }
 
-    /// Whether a problem document's fields carry the documented action; true for a body that is not a problem.
+    /// Whether a problem document's fields (or a refusal that report-only enforcement let through) carry the
+    /// documented action; true for a body that is neither.
     package static func isDocumented(_ document: [String: Any]) -> Bool {
-        guard let code = document["code"] as? String, document["type"] != nil else { return true }
+        guard let code = document["code"] as? String, document["type"] != nil || document["enforced"] != nil else {
+            return true
+        }
         return document["action"] as? String == action(for: code)
     }
 }

@@ -514,7 +514,7 @@ struct KeyDocumentTests {
         let codes: [AppAttestServiceError.Code] = [
             .challengeUnknown, .challengeExpired, .challengeMismatch, .keyAlreadyRegistered, .keyBoundToAnotherUser,
             .unknownKey, .keyRevoked, .counterReplayed, .verificationFailed, .storeUnavailable, .environmentNotAllowed,
-            .tooManyChallenges, .malformedBinding, .invalidUserID,
+            .tooManyChallenges, .malformedBinding, .invalidUserID, .attestationBudgetExhausted,
         ]
         var problems = codes.map { AppAttestProblem(AppAttestServiceError($0, "test")) }
         problems += [AppAttestError.Code.counterNotIncreasing, .signatureInvalid, .malformed, .appIdMismatch].map {

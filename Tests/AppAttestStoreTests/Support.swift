@@ -189,3 +189,33 @@ enum TestKeys {
             receiptUpdatedAt: createdAt, revokedAt: revokedAt)
     }
 }
+
+/// Another connection to a store that a harness opened, as another instance of the service would have.
+struct ReopenedStore {
+    let store: any AppAttestStore
+
+    func close() {
+        #if PostgreSQL
+        if let postgres = store as? PostgresAppAttestStore { postgres.shutdown() }
+        #endif
+    }
+}
+
+extension Backend {
+    /// The store `spec` names (``Harness/spec``), opened again.
+    static func reopen(_ spec: String) async throws -> ReopenedStore {
+        #if SQLite
+        if spec.hasPrefix("sqlite:") {
+            return ReopenedStore(store: try SQLiteAppAttestStore(path: String(spec.dropFirst(7))))
+        }
+        #endif
+        #if PostgreSQL
+        if spec.hasPrefix("postgres:") {
+            return ReopenedStore(
+                store: try await PostgresAppAttestStore.connect(
+                    url: String(spec.dropFirst(9)), operationTimeout: .seconds(60)))
+        }
+        #endif
+        throw StoreError(.unavailable, "cannot reopen \(spec)")
+    }
+}

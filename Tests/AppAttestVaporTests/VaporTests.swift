@@ -18,19 +18,24 @@ struct VaporMiddlewareTests {
 
     /// Runs `body` against an app with the routes at /appattest and a protected POST /api/order.
     func withProtectedApp(
-        rateLimiter: AppAttestRateLimiter? = nil, _ body: (Application, SimulatedDevice) async throws -> Void
+        rateLimiter: AppAttestRateLimiter? = nil, policies: AppAttestService.Policies = .init(),
+        _ body: (Application, SimulatedDevice) async throws -> Void
     ) async throws {
         let service = AppAttestService(
             verifier: try AppAttestVerifier(
                 configuration: .init(
                     appID: Self.appID, environment: .production, trustAnchor: Self.authority.trustAnchor)),
-            store: MemoryAppAttestStore())
+            store: MemoryAppAttestStore(), policies: policies)
         let device = try SimulatedDevice(authority: Self.authority, appID: Self.appID)
         try await withApp { app in
             app.appAttest.use(service)
             try app.register(collection: app.appAttest.routes())
             app.grouped("api").grouped(app.appAttest.middleware(maximumBodySize: 4096, rateLimiter: rateLimiter))
                 .on(.POST, "order", body: .collect(maxSize: 8192)) { request async throws -> String in
+                    if let report = request.appAttest.report {
+                        #expect(request.appAttest.device == nil && AppAttestReport.current == report)
+                        return "unverified \(report.problem.code)"
+                    }
                     let device = try request.auth.require(AttestedDevice.self)
                     #expect(request.appAttest.device == device)
                     #expect(try request.appAttest.requireDevice() == device)
@@ -105,6 +110,28 @@ struct VaporMiddlewareTests {
                 .POST, "/appattest/attestation", headers: ["Content-Type": "application/json"],
                 body: ByteBuffer(string: "{\"keyId\":1}"))
             #expect(again.status == .badRequest)
+        }
+    }
+
+    @Test("report mode: a replay and a request without headers run unverified, with the report in req.appAttest")
+    func reportMode() async throws {
+        try await withProtectedApp(policies: .init(defaultPolicy: .init(enforcement: .report))) { app, device in
+            try await register(app, device)
+            let c = try await challenge(app, purpose: "assertion", keyID: device.keyID)
+            let headers = try signed(device, path: "/api/order", body: "{}", challenge: c)
+            var response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.body.string == "ok counter 1 body {}")
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.status == .ok && response.body.string == "unverified counterNotIncreasing")
+            response = try await app.testing().sendRequest(.POST, "/api/order", body: ByteBuffer(string: "{}"))
+            #expect(response.status == .ok && response.body.string == "unverified missingAssertion")
+            // Enforced again: refused.
+            app.appAttest.service.replacePolicies(.init())
+            response = try await app.testing().sendRequest(
+                .POST, "/api/order", headers: headers, body: ByteBuffer(string: "{}"))
+            #expect(response.status == .conflict && code(response) == "counterNotIncreasing")
         }
     }
 

@@ -1,0 +1,93 @@
+#if Hummingbird
+import AppAttest
+import AppAttestWire
+import AppAttestHTTP
+import AppAttestHummingbird
+import AppAttestStore
+import AppAttestLifecycle
+import AppAttestTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Report-only enforcement behind the Hummingbird middleware: refusals are recorded, requests run unverified.
+@Suite("Hummingbird middleware in report mode")
+struct ReportModeTests {
+    typealias M = MiddlewareTests
+
+    /// A protected route that says whether its request was verified, and why not.
+    static func makeRouter(_ service: AppAttestService) -> Router<AppAttestRequestContext> {
+        let router = Router(context: AppAttestRequestContext.self)
+        router.addRoutes(AppAttestRoutes(service: service).collection, atPath: "appattest")
+        router.group("api").add(middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096))
+            .post("order") { _, context in
+                if let device = context.identity { return "verified \(device.counter)" }
+                return "unverified \(AppAttestReport.current?.problem.code ?? "-")"
+            }
+        return router
+    }
+
+    @Test("report: a replay, a request without headers and a forged one run unverified; enforce refuses them")
+    func reportThenEnforce() async throws {
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(appID: M.appID, environment: .production, trustAnchor: M.authority.trustAnchor)),
+            store: MemoryAppAttestStore(), policies: .init(defaultPolicy: .init(enforcement: .report)))
+        let device = try SimulatedDevice(authority: M.authority, appID: M.appID)
+        let tests = M()
+        try await Application(router: Self.makeRouter(service)).test(.router) { client in
+            try await tests.register(client, device)
+            let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+            let headers = try tests.signed(device, path: "/api/order", body: "", challenge: challenge)
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(response.status == .ok && String(buffer: response.body) == "verified 1")
+            }
+            // The same request again, a replay: reported, and the route runs unverified.
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(String(buffer: response.body) == "unverified counterNotIncreasing")
+            }
+            // An app version without App Attest: no headers at all.
+            try await client.execute(uri: "/api/order", method: .post) { response in
+                #expect(String(buffer: response.body) == "unverified missingAssertion")
+            }
+            // Switched to enforce (a configuration reload): the same requests are refused.
+            service.replacePolicies(.init())
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(response.status == .conflict && tests.code(response) == "counterNotIncreasing")
+            }
+            try await client.execute(uri: "/api/order", method: .post) { response in
+                #expect(response.status == .unauthorized && tests.code(response) == "missingAssertion")
+            }
+        }
+    }
+
+    @Test("only the App IDs in report mode let refusals through")
+    func perAppID() async throws {
+        let service = AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(appID: M.appID, environment: .production, trustAnchor: M.authority.trustAnchor)),
+            store: MemoryAppAttestStore(),
+            policies: .init(apps: [M.appID: .init(enforcement: .report)]))
+        let device = try SimulatedDevice(authority: M.authority, appID: M.appID)
+        let tests = M()
+        try await Application(router: Self.makeRouter(service)).test(.router) { client in
+            try await tests.register(client, device)
+            let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+            var headers = try tests.signed(device, path: "/api/order", body: "", challenge: challenge)
+            _ = try await client.execute(uri: "/api/order", method: .post, headers: headers)
+            // The key's App ID reports: its replay runs unverified.
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(String(buffer: response.body) == "unverified counterNotIncreasing")
+            }
+            // A key the server does not know has no App ID to read: the default policy, enforce.
+            let stranger = try SimulatedDevice(authority: M.authority, appID: M.appID)
+            headers = try tests.signed(stranger, path: "/api/order", body: "", challenge: challenge)
+            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
+                #expect(response.status == .unauthorized && tests.code(response) == "unknownKey")
+            }
+        }
+    }
+}
+#endif  // Hummingbird

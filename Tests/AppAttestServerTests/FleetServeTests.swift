@@ -1,0 +1,225 @@
+#if Service
+import AppAttest
+import AppAttestWire
+import AppAttestServer
+import AppAttestHTTP
+import AppAttestLifecycle
+import AppAttestStore
+import AppAttestTesting
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// Fleet operations through `appattest serve`: report-only enforcement, the attestation budget, key events, policies
+/// in the configuration and their reload.
+@Suite("appattest serve: fleet operations")
+struct FleetServeTests {
+    typealias F = Fixture
+    let tests = ServerTests()
+
+    func assertion(_ device: SimulatedDevice, _ text: String, counter: UInt32? = nil) throws -> String {
+        let raw = Array(text.utf8)
+        var options = SimulatedDevice.AssertionOptions()
+        options.counter = counter
+        return """
+            {"keyId":"\(device.keyID.base64EncodedString)",\
+            "assertion":"\(Data(try device.assert(clientData: raw, options)).base64EncodedString())",\
+            "clientData":"\(Data(raw).base64EncodedString())"}
+            """
+    }
+
+    @Test(
+        "report mode: a refusal answers 200 with enforced false and its code, is counted, and a reload enforces it",
+        arguments: Database.available)
+    func reportThenEnforce(_ database: Database) async throws {
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        try await F.withServer(database: database, { $0.apps[0].enforcement = "report" }) { server, client in
+            try await tests.register(client, device)
+            let first = try assertion(device, "order 1", counter: 5)
+            var response = try await tests.post(client, "/v1/assertions/verify", first)
+            #expect(response.status == .ok && F.json(response)["counter"] as? Int == 5)
+            // The same assertion again: a replay, reported, not enforced.
+            response = try await tests.post(client, "/v1/assertions/verify", first)
+            #expect(response.status == .ok)
+            var body = F.json(response)
+            #expect(body["enforced"] as? Bool == false && body["code"] as? String == "counterNotIncreasing")
+            #expect(body["action"] as? String == "refetchChallenge" && body["status"] as? Int == 409)
+            #expect(body["keyId"] as? String == device.keyID.base64EncodedString)
+            // A key no App ID can be read for is judged by the default policy: enforced.
+            let stranger = try SimulatedDevice(authority: F.authority, appID: F.appID)
+            response = try await tests.post(client, "/v1/assertions/verify", try assertion(stranger, "x"))
+            #expect(response.status == .unauthorized && F.json(response)["code"] as? String == "unknownKey")
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(
+                metrics.contains(#"appattest_reported_refusals_total{code="counterNotIncreasing"} 1"#), "\(metrics)")
+
+            // A bad value on reload changes nothing, and names its key.
+            var reloaded = server.configuration
+            reloaded.apps[0].enforcement = "maybe"
+            #expect(throws: ServerConfigurationError.self) { try server.reload(reloaded) }
+            do { try server.reload(reloaded) } catch {
+                #expect("\(error)".contains("apps[\(F.appID.rawValue)].enforcement"))
+            }
+            response = try await tests.post(client, "/v1/assertions/verify", first)
+            #expect(response.status == .ok && F.json(response)["enforced"] as? Bool == false)
+            // Reloaded to enforce: the replay is refused.
+            reloaded.apps[0].enforcement = "enforce"
+            try server.reload(reloaded)
+            response = try await tests.post(client, "/v1/assertions/verify", first)
+            body = F.json(response)
+            #expect(response.status == .conflict && body["code"] as? String == "counterNotIncreasing")
+        }
+    }
+
+    @Test("report mode for every App ID: even an unknown key's request goes through, unverified")
+    func reportEverything() async throws {
+        try await F.withServer({ $0.enforcement = "report" }) { _, client in
+            let stranger = try SimulatedDevice(authority: F.authority, appID: F.appID)
+            let response = try await tests.post(client, "/v1/assertions/verify", try assertion(stranger, "x"))
+            let body = F.json(response)
+            #expect(response.status == .ok && body["enforced"] as? Bool == false)
+            #expect(body["code"] as? String == "unknownKey" && body["action"] as? String == "reattest")
+        }
+    }
+
+    @Test(
+        "key events through serve: attested, revoked with its reason; superseded beyond maximumKeysPerUser",
+        arguments: Database.available)
+    func events(_ database: Database) async throws {
+        let first = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let second = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let user = "user-\(UUID().uuidString)"
+        try await F.withServer(database: database, { $0.maximumKeysPerUser = 1 }) { _, client in
+            try await tests.register(client, first, userId: user)
+            try await tests.register(client, second, userId: user)
+            let path = "/v1/keys/" + RequestBindingLayout.base64URL(first.keyID.rawValue)
+            var response = try await client.execute(uri: path + "/events", method: .get, headers: F.headers())
+            #expect(response.status == .ok)
+            var kinds = (F.json(response)["events"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
+            #expect(kinds == ["attested", "superseded"])
+            // A revocation of the newer key, with its reason.
+            let secondPath = "/v1/keys/" + RequestBindingLayout.base64URL(second.keyID.rawValue)
+            response = try await tests.post(client, secondPath + "/revoke", #"{"reason":"fraud review 12"}"#)
+            #expect(response.status == .ok)
+            response = try await client.execute(uri: secondPath + "/events?limit=1", method: .get, headers: F.headers())
+            let events = F.json(response)["events"] as? [[String: Any]]
+            kinds = events?.compactMap { $0["kind"] as? String }
+            #expect(kinds == ["revoked"] && events?.first?["detail"] as? String == "fraud review 12")
+            response = try await tests.post(client, secondPath + "/revoke", #"{"reason":42}"#)
+            #expect(response.status == .badRequest)
+            response = try await client.execute(uri: path + "/events?limit=0", method: .get, headers: F.headers())
+            #expect(response.status == .badRequest)
+        }
+    }
+
+    @Test("beyond the attestation budget: 429 with Retry-After and action retry")
+    func budget() async throws {
+        try await F.withServer({ $0.attestationsPerSecond = 0.01 }) { _, client in
+            try await tests.register(client, try SimulatedDevice(authority: F.authority, appID: F.appID))
+            let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+            let issued = try await tests.post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
+            let challenge = try #require(F.json(issued)["challenge"] as? String)
+            let object = try device.attest(challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
+            let response = try await tests.post(
+                client, "/v1/attestations",
+                """
+                {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+                "challenge":"\(challenge)"}
+                """)
+            let body = F.json(response)
+            #expect(response.status == .tooManyRequests && body["code"] as? String == "attestationBudgetExhausted")
+            #expect(body["action"] as? String == "retry")
+            #expect(response.headers[.retryAfter].flatMap { Int($0) }.map { (1...3600).contains($0) } == true)
+        }
+    }
+
+    @Test(
+        "settings are refused with a message that names the key",
+        arguments: [
+            ("enforcement", #""sometimes""#), ("attestationsPerSecond", "-1"), ("maximumKeysPerUser", "100000"),
+            ("keyEventRetentionDays", "0"),
+        ])
+    func refusedSettings(_ key: String, _ value: String) throws {
+        let configuration = try JSONDecoder().decode(
+            ServerConfiguration.self,
+            from: Data(
+                #"{"apps":[{"appId":"TEAM123456.com.example.app","environments":["production"]}],"\#(key)":\#(value)}"#
+                    .utf8))
+        #expect {
+            _ = try configuration.verifierConfiguration()
+        } throws: { error in
+            "\(error)".contains(key)
+        }
+    }
+
+    @Test(
+        "two serve processes on one PostgreSQL store accept no more attestations together than the budget",
+        .enabled(if: Database.available.contains(.postgres)))
+    func budgetAcrossProcesses() async throws {
+        let url = try #require(Database.postgresURL)
+        let directory = try F.directory()
+        // An App ID of its own: the budget's bucket lives in the database, across runs.
+        let appID = try AppID("BUDGET1234.com.example.fleet\(UInt32.random(in: 0...UInt32.max))")
+        try F.pem(F.authority.rootCertificate, at: "\(directory)/root.pem")
+        let ports = [TestPorts.free(), TestPorts.free()]
+        let processes = try ports.map { port in
+            let process = Process()
+            process.executableURL = ServeOperationTests.appattest
+            process.arguments = ["serve"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["APPATTEST_PORT"] = "\(port)"
+            environment["APPATTEST_DATABASE"] = url
+            environment["APPATTEST_APPS"] = appID.rawValue
+            environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
+            environment["APPATTEST_TESTING_ROOT"] = "\(directory)/root.pem"
+            // Two attestations per 100 s (a burst of one refilled at 0.02/s): the test takes a few seconds.
+            environment["APPATTEST_ATTESTATIONS_PER_SECOND"] = "0.02"
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        defer {
+            for process in processes {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+        for port in ports { #expect(await ServeOperationTests.health(port: port, attempts: 120)) }
+        var statuses: [UInt] = []
+        for index in 0..<6 {
+            let base = "http://127.0.0.1:\(ports[index % 2])"
+            let device = try SimulatedDevice(authority: F.authority, appID: appID)
+            let issued = try await Self.post(base + "/v1/challenges", #"{"purpose":"attestation"}"#)
+            let challenge = try #require(
+                (try JSONSerialization.jsonObject(with: Data(issued.body)) as? [String: Any])?["challenge"] as? String)
+            let object = try device.attest(challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
+            let answer = try await Self.post(
+                base + "/v1/attestations",
+                """
+                {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+                "challenge":"\(challenge)"}
+                """)
+            statuses.append(answer.status)
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
+        #expect(statuses.filter { $0 == 429 }.count == 5, "\(statuses)")
+    }
+
+    static func post(_ url: String, _ body: String) async throws -> (status: UInt, body: [UInt8]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(F.tokenA)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return (response.status.code, Array(buffer: bytes))
+    }
+}
+#endif  // Service
