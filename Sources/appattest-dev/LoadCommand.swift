@@ -125,12 +125,19 @@ struct LoadCommand: AsyncParsableCommand {
                 throw InputError(description: "the server's challenge is not Base64URL")
             }
             let object = try device.attest(challenge: bytes)
-            _ = try await post(
-                url + "/v1/attestations",
-                body: """
-                    {"keyId":"\(device.keyID.base64EncodedString)",\
-                    "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge.challenge)"}
-                    """, token: token)
+            let body = """
+                {"keyId":"\(device.keyID.base64EncodedString)",\
+                "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge.challenge)"}
+                """
+            // As the app client does: beyond the App ID's attestation budget (429, Retry-After), the same attestation
+            // with the same challenge once the wait is over.
+            for _ in 0..<600 {
+                guard let wait = try await postWaiting(url + "/v1/attestations", body: body, token: token) else {
+                    return
+                }
+                try await Task.sleep(for: .seconds(wait))
+            }
+            throw InputError(description: "\(url): the attestation budget stayed spent")
         }
     }
 
@@ -189,6 +196,25 @@ func get(_ url: String, token: String) async throws -> Data {
     var request = HTTPClientRequest(url: url)
     request.headers.add(name: "Authorization", value: "Bearer \(token)")
     return try await send(request)
+}
+
+/// Posts; nil when answered 200, the seconds to wait when answered 429 with `Retry-After`; throws otherwise.
+func postWaiting(_ url: String, body: String, token: String) async throws -> Int? {
+    var request = HTTPClientRequest(url: url)
+    request.method = .POST
+    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+    request.headers.add(name: "Content-Type", value: "application/json")
+    request.body = .bytes(ByteBuffer(string: body))
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+    let answer = try await response.body.collect(upTo: 1 << 20)
+    if response.status == .tooManyRequests, let wait = response.headers.first(name: "Retry-After").flatMap({ Int($0) })
+    {
+        return min(max(wait, 1), 60)
+    }
+    guard response.status == .ok else {
+        throw InputError(description: "\(request.url): \(response.status.code) \(String(buffer: answer))")
+    }
+    return nil
 }
 
 private func send(_ request: HTTPClientRequest) async throws -> Data {

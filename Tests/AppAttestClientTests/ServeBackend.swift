@@ -123,7 +123,8 @@ final class ServeBackend: Backend {
                             issueNextChallenge: freshness == .nextChallengeInResponse, request: bound)))
                 {
                 case .ok(let ok):
-                    let key = try ok.body.json
+                    // This backend's serve enforces: a report-only answer would be a bug.
+                    guard case .Key(let key) = try ok.body.json else { return Response(status: .internalServerError) }
                     var headers = HTTPFields()
                     if let next = key.nextChallenge { headers[HTTPField.Name("App-Attest-Next-Challenge")!] = next }
                     return Response(

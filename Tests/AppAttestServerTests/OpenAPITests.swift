@@ -41,7 +41,7 @@ struct OpenAPITests {
             }
             return operations
         }
-        #expect(operations == 12)
+        #expect(operations == 13)
     }
 }
 #endif  // Service

@@ -85,7 +85,10 @@ struct TypedClientTests {
                 request: .init(
                     method: "POST", pathAndQuery: "/api/orders?x=1", bodySha256: Data(bodyHash).base64EncodedString(),
                     challenge: assertionChallenge))
-            let verified = try await client.verifyAssertion(body: .json(request)).ok.body.json
+            guard case .Key(let verified) = try await client.verifyAssertion(body: .json(request)).ok.body.json else {
+                Issue.record("a verified assertion answered a report")
+                return
+            }
             #expect(verified.counter == 1)
             let next = try #require(verified.nextChallenge)
             #expect(try #require(verified.nextChallengeExpiresAt) > Date())
@@ -107,7 +110,11 @@ struct TypedClientTests {
                         keyId: keyID, assertion: Data(try device.assert(clientData: opaque)).base64EncodedString(),
                         clientData: Data(opaque).base64EncodedString(), challenge: next))
             ).ok.body.json
-            #expect(second.counter == 2)
+            guard case .Key(let secondKey) = second else {
+                Issue.record("a verified assertion answered a report")
+                return
+            }
+            #expect(secondKey.counter == 2)
 
             // Read, refresh (not configured: a problem), revoke, then read again.
             let keyPath = RequestBindingLayout.base64URL(device.keyID.rawValue)
@@ -118,8 +125,13 @@ struct TypedClientTests {
                 #expect(try problem.body.applicationProblemJson.code == "receiptRefreshNotConfigured")
             default: Issue.record("a refresh without Apple's configuration")
             }
-            let revoked = try await client.revokeKey(path: .init(keyId: keyPath)).ok.body.json
+            let revoked = try await client.revokeKey(
+                path: .init(keyId: keyPath), body: .json(.init(reason: "typed client"))
+            ).ok.body.json
             #expect(revoked.revoked == true)
+            let events = try await client.getKeyEvents(path: .init(keyId: keyPath), query: .init(limit: 10)).ok.body
+                .json.events
+            #expect(events.map(\.kind) == ["attested", "revoked"] && events.last?.detail == "typed client")
             #expect(try await client.getKey(path: .init(keyId: keyPath)).ok.body.json.revokedAt != nil)
             // The metrics count what happened.
             #expect(try await anonymous.getMetrics().ok.body.plainText.collectString().contains("appattest_"))

@@ -23,7 +23,10 @@ import HTTPTypes
 /// Errors are RFC 9457 problems (application/problem+json) with a stable `code` and an `action` for the app
 /// (retry after Retry-After, refetchChallenge, reattest, or none):
 /// 400 malformed, 401 failed verification or missing token, 404 unknown key, 409 replay, 413 body too large,
-/// 429 rate limited (with Retry-After), 502 Apple refused, 503 store unavailable or not configured.
+/// 429 rate limited or the App ID's attestation budget spent (with Retry-After), 502 Apple refused, 503 store
+/// unavailable or not configured.
+/// An App ID in report mode (`enforcement: report`) answers a refused assertion 200 with `enforced: false` and the
+/// refusal's code: every check runs, nothing is blocked.
 /// Binary values are Base64 (standard) except challenges, which are Base64URL without padding. A keyId is accepted
 /// in Base64 or Base64URL, padded or not (percent-encoded in a path), and answered in standard Base64.
 ///
@@ -696,7 +699,7 @@ public struct Client: APIProtocol {
                     switch chosenContentType {
                     case "application/json":
                         body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas.Key.self,
+                            Operations.VerifyAssertion.Output.Ok.Body.JsonPayload.self,
                             from: responseBody,
                             transforming: { value in
                                 .json(value)
@@ -816,9 +819,101 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// The key's audit trail, oldest first
+    ///
+    /// Needs the `read` permission; keys outside the token's App IDs answer 404. Kinds: attested,
+    /// attestationRefused (detail: the code), revoked (detail: the reason), superseded (detail: the newer keyId),
+    /// receiptRefreshed (detail: the risk metric), environmentNotAllowed (detail: the environment). Events older
+    /// than `keyEventRetentionDays` are deleted.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/keys/{keyId}/events`.
+    /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)`.
+    public func getKeyEvents(_ input: Operations.GetKeyEvents.Input) async throws -> Operations.GetKeyEvents.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetKeyEvents.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/keys/{}/events",
+                    parameters: [
+                        input.path.keyId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "limit",
+                    value: input.query.limit
+                )
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetKeyEvents.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.KeyEvents.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.Problem.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/problem+json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/problem+json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.Problem.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .applicationProblemJson(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// Revoke a key; its assertions are refused from now on
     ///
-    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404.
+    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404. The optional reason is kept in the key's events.
     ///
     /// - Remark: HTTP `POST /v1/keys/{keyId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/keys/{keyId}/revoke/post(revokeKey)`.
@@ -842,7 +937,18 @@ public struct Client: APIProtocol {
                     in: &request.headerFields,
                     contentTypes: input.headers.accept
                 )
-                return (request, nil)
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case .none:
+                    body = nil
+                case let .json(value):
+                    body = try converter.setOptionalRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
             },
             deserializer: { response, responseBody in
                 switch response.status.code {

@@ -55,7 +55,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/action`.
             public var action: Swift.String
-            /// malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
+            /// malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/code`.
             public var code: Swift.String
@@ -66,7 +66,7 @@ extension Components {
             ///   - title:
             ///   - status:
             ///   - action: What the app should do: retry (after Retry-After), refetchChallenge (sign again with a new challenge, counter or timestamp; only a request that may run twice), reattest (discard the key and attest a new one), none (sending again cannot help). Treat an unknown action as none.
-            ///   - code: malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
+            ///   - code: malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             public init(
                 _type: Swift.String,
                 title: Swift.String,
@@ -380,6 +380,134 @@ extension Components {
                 case revokedAt
                 case nextChallenge
                 case nextChallengeExpiresAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReportedRefusal`.
+        public struct ReportedRefusal: Codable, Hashable, Sendable {
+            /// Always false - the refusal was recorded
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/enforced`.
+            public var enforced: Swift.Bool
+            /// The refusal's code
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/code`.
+            public var code: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/action`.
+            public var action: Swift.String
+            /// The status the refusal would have had
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/status`.
+            public var status: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/title`.
+            public var title: Swift.String
+            /// The key the request named
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReportedRefusal/keyId`.
+            public var keyId: Swift.String?
+            /// Creates a new `ReportedRefusal`.
+            ///
+            /// - Parameters:
+            ///   - enforced: Always false - the refusal was recorded
+            ///   - code: The refusal's code
+            ///   - action:
+            ///   - status: The status the refusal would have had
+            ///   - title:
+            ///   - keyId: The key the request named
+            public init(
+                enforced: Swift.Bool,
+                code: Swift.String,
+                action: Swift.String,
+                status: Swift.Int,
+                title: Swift.String,
+                keyId: Swift.String? = nil
+            ) {
+                self.enforced = enforced
+                self.code = code
+                self.action = action
+                self.status = status
+                self.title = title
+                self.keyId = keyId
+            }
+            public enum CodingKeys: String, CodingKey {
+                case enforced
+                case code
+                case action
+                case status
+                case title
+                case keyId
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/KeyEvents`.
+        public struct KeyEvents: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/KeyEvents/keyId`.
+            public var keyId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/KeyEvents/EventsPayload`.
+            public struct EventsPayloadPayload: Codable, Hashable, Sendable {
+                /// attested, attestationRefused, revoked, superseded, receiptRefreshed, environmentNotAllowed, or a later kind
+                ///
+                /// - Remark: Generated from `#/components/schemas/KeyEvents/EventsPayload/kind`.
+                public var kind: Swift.String
+                /// - Remark: Generated from `#/components/schemas/KeyEvents/EventsPayload/time`.
+                public var time: Foundation.Date
+                /// - Remark: Generated from `#/components/schemas/KeyEvents/EventsPayload/detail`.
+                public var detail: Swift.String?
+                /// Creates a new `EventsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - kind: attested, attestationRefused, revoked, superseded, receiptRefreshed, environmentNotAllowed, or a later kind
+                ///   - time:
+                ///   - detail:
+                public init(
+                    kind: Swift.String,
+                    time: Foundation.Date,
+                    detail: Swift.String? = nil
+                ) {
+                    self.kind = kind
+                    self.time = time
+                    self.detail = detail
+                }
+                public enum CodingKeys: String, CodingKey {
+                    case kind
+                    case time
+                    case detail
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/KeyEvents/events`.
+            public typealias EventsPayload = [Components.Schemas.KeyEvents.EventsPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/KeyEvents/events`.
+            public var events: Components.Schemas.KeyEvents.EventsPayload
+            /// Creates a new `KeyEvents`.
+            ///
+            /// - Parameters:
+            ///   - keyId:
+            ///   - events:
+            public init(
+                keyId: Swift.String,
+                events: Components.Schemas.KeyEvents.EventsPayload
+            ) {
+                self.keyId = keyId
+                self.events = events
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keyId
+                case events
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RevokeRequest`.
+        public struct RevokeRequest: Codable, Hashable, Sendable {
+            /// Why (kept in the key's events
+            ///
+            /// - Remark: Generated from `#/components/schemas/RevokeRequest/reason`.
+            public var reason: Swift.String?
+            /// Creates a new `RevokeRequest`.
+            ///
+            /// - Parameters:
+            ///   - reason: Why (kept in the key's events
+            public init(reason: Swift.String? = nil) {
+                self.reason = reason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case reason
             }
         }
         /// - Remark: Generated from `#/components/schemas/Revoked`.

@@ -1134,13 +1134,48 @@ public enum Operations {
             public struct Ok: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/assertions/verify/POST/responses/200/content`.
                 @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/assertions/verify/POST/responses/200/content/json`.
+                    @frozen public enum JsonPayload: Codable, Hashable, Sendable {
+                        /// - Remark: Generated from `#/paths/v1/assertions/verify/POST/responses/200/content/json/case1`.
+                        case Key(Components.Schemas.Key)
+                        /// - Remark: Generated from `#/paths/v1/assertions/verify/POST/responses/200/content/json/case2`.
+                        case ReportedRefusal(Components.Schemas.ReportedRefusal)
+                        public init(from decoder: any Swift.Decoder) throws {
+                            var errors: [any Swift.Error] = []
+                            do {
+                                self = .Key(try .init(from: decoder))
+                                return
+                            } catch {
+                                errors.append(error)
+                            }
+                            do {
+                                self = .ReportedRefusal(try .init(from: decoder))
+                                return
+                            } catch {
+                                errors.append(error)
+                            }
+                            throw Swift.DecodingError.failedToDecodeOneOfSchema(
+                                type: Self.self,
+                                codingPath: decoder.codingPath,
+                                errors: errors
+                            )
+                        }
+                        public func encode(to encoder: any Swift.Encoder) throws {
+                            switch self {
+                            case let .Key(value):
+                                try value.encode(to: encoder)
+                            case let .ReportedRefusal(value):
+                                try value.encode(to: encoder)
+                            }
+                        }
+                    }
                     /// - Remark: Generated from `#/paths/v1/assertions/verify/POST/responses/200/content/application\/json`.
-                    case json(Components.Schemas.Key)
+                    case json(Operations.VerifyAssertion.Output.Ok.Body.JsonPayload)
                     /// The associated value of the enum case if `self` is `.json`.
                     ///
                     /// - Throws: An error if `self` is not `.json`.
                     /// - SeeAlso: `.json`.
-                    public var json: Components.Schemas.Key {
+                    public var json: Operations.VerifyAssertion.Output.Ok.Body.JsonPayload {
                         get throws {
                             switch self {
                             case let .json(body):
@@ -1159,7 +1194,7 @@ public enum Operations {
                     self.body = body
                 }
             }
-            /// Accepted; the new counter is stored
+            /// Accepted, the new counter stored (a Key); or, for an App ID in report mode, refused but not enforced (a ReportedRefusal, `enforced: false`)
             ///
             /// - Remark: Generated from `#/paths//v1/assertions/verify/post(verifyAssertion)/responses/200`.
             ///
@@ -1395,9 +1430,188 @@ public enum Operations {
             }
         }
     }
+    /// The key's audit trail, oldest first
+    ///
+    /// Needs the `read` permission; keys outside the token's App IDs answer 404. Kinds: attested,
+    /// attestationRefused (detail: the code), revoked (detail: the reason), superseded (detail: the newer keyId),
+    /// receiptRefreshed (detail: the risk metric), environmentNotAllowed (detail: the environment). Events older
+    /// than `keyEventRetentionDays` are deleted.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/keys/{keyId}/events`.
+    /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)`.
+    public enum GetKeyEvents {
+        public static let id: Swift.String = "getKeyEvents"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
+                ///
+                /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/path/keyId`.
+                public var keyId: Components.Parameters.KeyId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - keyId: the 32-byte keyId, Base64URL (as recommended in a path) or percent-encoded Base64, padded or not
+                public init(keyId: Components.Parameters.KeyId) {
+                    self.keyId = keyId
+                }
+            }
+            public var path: Operations.GetKeyEvents.Input.Path
+            /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// The latest N events (1 to 1000, 100 by default)
+                ///
+                /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/query/limit`.
+                public var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: The latest N events (1 to 1000, 100 by default)
+                public init(limit: Swift.Int? = nil) {
+                    self.limit = limit
+                }
+            }
+            public var query: Operations.GetKeyEvents.Input.Query
+            /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetKeyEvents.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetKeyEvents.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetKeyEvents.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.GetKeyEvents.Input.Path,
+                query: Operations.GetKeyEvents.Input.Query = .init(),
+                headers: Operations.GetKeyEvents.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/keys/{keyId}/events/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.KeyEvents)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.KeyEvents {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetKeyEvents.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetKeyEvents.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The events
+            ///
+            /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetKeyEvents.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetKeyEvents.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A problem with a stable code
+            ///
+            /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
     /// Revoke a key; its assertions are refused from now on
     ///
-    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404.
+    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404. The optional reason is kept in the key's events.
     ///
     /// - Remark: HTTP `POST /v1/keys/{keyId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/keys/{keyId}/revoke/post(revokeKey)`.
@@ -1431,17 +1645,26 @@ public enum Operations {
                 }
             }
             public var headers: Operations.RevokeKey.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/keys/{keyId}/revoke/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/keys/{keyId}/revoke/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.RevokeRequest)
+            }
+            public var body: Operations.RevokeKey.Input.Body?
             /// Creates a new `Input`.
             ///
             /// - Parameters:
             ///   - path:
             ///   - headers:
+            ///   - body:
             public init(
                 path: Operations.RevokeKey.Input.Path,
-                headers: Operations.RevokeKey.Input.Headers = .init()
+                headers: Operations.RevokeKey.Input.Headers = .init(),
+                body: Operations.RevokeKey.Input.Body? = nil
             ) {
                 self.path = path
                 self.headers = headers
+                self.body = body
             }
         }
         @frozen public enum Output: Sendable, Hashable {

@@ -90,9 +90,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/keys/{keyId}`.
     /// - Remark: Generated from `#/paths//v1/keys/{keyId}/get(getKey)`.
     func getKey(_ input: Operations.GetKey.Input) async throws -> Operations.GetKey.Output
+    /// The key's audit trail, oldest first
+    ///
+    /// Needs the `read` permission; keys outside the token's App IDs answer 404. Kinds: attested,
+    /// attestationRefused (detail: the code), revoked (detail: the reason), superseded (detail: the newer keyId),
+    /// receiptRefreshed (detail: the risk metric), environmentNotAllowed (detail: the environment). Events older
+    /// than `keyEventRetentionDays` are deleted.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/keys/{keyId}/events`.
+    /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)`.
+    func getKeyEvents(_ input: Operations.GetKeyEvents.Input) async throws -> Operations.GetKeyEvents.Output
     /// Revoke a key; its assertions are refused from now on
     ///
-    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404.
+    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404. The optional reason is kept in the key's events.
     ///
     /// - Remark: HTTP `POST /v1/keys/{keyId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/keys/{keyId}/revoke/post(revokeKey)`.
@@ -223,19 +234,42 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// The key's audit trail, oldest first
+    ///
+    /// Needs the `read` permission; keys outside the token's App IDs answer 404. Kinds: attested,
+    /// attestationRefused (detail: the code), revoked (detail: the reason), superseded (detail: the newer keyId),
+    /// receiptRefreshed (detail: the risk metric), environmentNotAllowed (detail: the environment). Events older
+    /// than `keyEventRetentionDays` are deleted.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/keys/{keyId}/events`.
+    /// - Remark: Generated from `#/paths//v1/keys/{keyId}/events/get(getKeyEvents)`.
+    public func getKeyEvents(
+        path: Operations.GetKeyEvents.Input.Path,
+        query: Operations.GetKeyEvents.Input.Query = .init(),
+        headers: Operations.GetKeyEvents.Input.Headers = .init()
+    ) async throws -> Operations.GetKeyEvents.Output {
+        try await getKeyEvents(Operations.GetKeyEvents.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
     /// Revoke a key; its assertions are refused from now on
     ///
-    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404.
+    /// Needs the `revoke` permission; keys outside the token's App IDs answer 404. The optional reason is kept in the key's events.
     ///
     /// - Remark: HTTP `POST /v1/keys/{keyId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/keys/{keyId}/revoke/post(revokeKey)`.
     public func revokeKey(
         path: Operations.RevokeKey.Input.Path,
-        headers: Operations.RevokeKey.Input.Headers = .init()
+        headers: Operations.RevokeKey.Input.Headers = .init(),
+        body: Operations.RevokeKey.Input.Body? = nil
     ) async throws -> Operations.RevokeKey.Output {
         try await revokeKey(Operations.RevokeKey.Input(
             path: path,
-            headers: headers
+            headers: headers,
+            body: body
         ))
     }
     /// Exchange the key's receipt at Apple for a new one (risk metric); needs the `apple` configuration
