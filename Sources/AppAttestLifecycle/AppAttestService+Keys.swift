@@ -41,7 +41,9 @@ extension AppAttestService {
     /// Revokes a key: its assertions are refused from now on, by this process at once and by others within the key
     /// cache's age (``KeyCacheLimits/maximumAge``). The revocation and its reason are written to the key's events in
     /// the same transaction.
-    /// - Parameter reason: why, for the key's events (at most ``KeyEvent/maximumDetailLength`` bytes are kept).
+    /// - Parameters:
+    ///   - keyID: the key.
+    ///   - reason: why, for the key's events (at most `KeyEvent.maximumDetailLength` bytes are kept).
     /// - Returns: whether the key was active (false: it was already revoked).
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `storeUnavailable`.
     @discardableResult

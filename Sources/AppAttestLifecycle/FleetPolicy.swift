@@ -23,7 +23,7 @@ extension AppAttestService {
         public var attestationsPerSecond: Double?
         /// Attestations accepted at once when the budget has been idle.
         public var attestationBurst: Double
-        /// Active keys one user may hold: a new key beyond it revokes the user's oldest (``KeyEvent/Kind/superseded``);
+        /// Active keys one user may hold: a new key beyond it revokes the user's oldest (`KeyEvent.Kind.superseded`);
         /// nil for no limit. Keys registered without a user are never superseded.
         public var maximumKeysPerUser: Int?
 
