@@ -71,7 +71,7 @@ let package = Package(
             name: "Service",
             description:
                 "`appattest serve`, `load`, `stand-in` and `bench store`: the verification service "
-                + "(swift-prometheus, swift-metrics, swift-service-lifecycle, and the traits it enables).",
+                + "(swift-prometheus, swift-service-lifecycle, swift-otel, and the traits it enables).",
             enabledTraits: ["SQLite", "PostgreSQL", "Hummingbird", "AppleServerAPI"]
         ),
         .trait(
@@ -94,6 +94,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         // Behind traits.
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
@@ -107,10 +109,11 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        // OTLP over HTTP only: no gRPC stack in the graph.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
         // Tests only: never resolved by a package that depends on this one.
         .package(url: "https://github.com/mattpolzin/OpenAPIKit.git", from: "6.4.0"),
@@ -194,6 +197,7 @@ let package = Package(
                 // Metrics and traces through the ecosystem's APIs: no backend, nothing recorded until the process
                 // bootstraps one (`appattest serve` does).
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),
@@ -293,6 +297,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: service),
                 .product(name: "NIOCore", package: "swift-nio", condition: service),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras", condition: service),
+                .product(name: "OTel", package: "swift-otel", condition: service),
             ],
             resources: [.copy("openapi.yaml")],
             swiftSettings: strict
@@ -411,6 +416,7 @@ let package = Package(
                 "AppAttestStore", "AppAttestLifecycle", "AppAttestSQLSupport", "AppAttestSQLite", "AppAttestPostgres",
                 "AppAttestTesting", "AppAttest", "appattest-store-worker",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
                 .product(name: "Logging", package: "swift-log"),

@@ -121,8 +121,18 @@ public struct AppAttestVerifier: Sendable {
     public func verifyAttestation(
         _ attestationObject: some Collection<UInt8>, keyID: KeyID, challenge: some Collection<UInt8>
     ) throws(AppAttestError) -> VerifiedAttestation {
+        var timeline: VerificationTimeline?
+        return try verifyAttestation(attestationObject, keyID: keyID, challenge: challenge, timeline: &timeline)
+    }
+
+    /// ``verifyAttestation(_:keyID:challenge:)``, marking each step's end in `timeline` when it is not nil.
+    package func verifyAttestation(
+        _ attestationObject: some Collection<UInt8>, keyID: KeyID, challenge: some Collection<UInt8>,
+        timeline: inout VerificationTimeline?
+    ) throws(AppAttestError) -> VerifiedAttestation {
         let clientDataHash = SHA256.hash(Array(challenge))
-        return try verifyAttestation(attestationObject, keyID: keyID, clientDataHash: clientDataHash)
+        return try verifyAttestation(
+            attestationObject, keyID: keyID, clientDataHash: clientDataHash, timeline: &timeline)
     }
 
     /// Verifies an attestation object against the exact clientDataHash passed to `attestKey`.
@@ -134,6 +144,18 @@ public struct AppAttestVerifier: Sendable {
     public func verifyAttestation(
         _ attestationObject: some Collection<UInt8>, keyID: KeyID, clientDataHash: some Collection<UInt8>
     ) throws(AppAttestError) -> VerifiedAttestation {
+        var timeline: VerificationTimeline?
+        return try verifyAttestation(
+            attestationObject, keyID: keyID, clientDataHash: clientDataHash, timeline: &timeline)
+    }
+
+    private func verifyAttestation(
+        _ attestationObject: some Collection<UInt8>, keyID: KeyID, clientDataHash: some Collection<UInt8>,
+        timeline: inout VerificationTimeline?
+    ) throws(AppAttestError) -> VerifiedAttestation {
+        // A failed step ends with its failure: its mark is written on the way out.
+        var step = "decode"
+        defer { timeline?.mark(step) }
         guard attestationObject.count <= AttestationObject.maximumSize else {
             throw AppAttestError(
                 .malformed,
@@ -148,6 +170,9 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.malformed, "authenticator data without credential data")
         }
 
+        timeline?.mark(step)
+        step = "chain"
+
         // Step 1: x5c holds the credCert and the intermediate, and chains to the root.
         guard object.certificateChain.count == 2 else {
             throw AppAttestError(.certificateChain, "x5c holds \(object.certificateChain.count) certificates, not 2")
@@ -159,6 +184,8 @@ public struct AppAttestVerifier: Sendable {
             throw AppAttestError(.malformed, "credCert: \(error)")
         }
         _ = try verifyChain(leaf: leaf, intermediates: [object.certificateChain[1]])
+        timeline?.mark(step)
+        step = "nonce"
 
         // Steps 2–4: nonce = SHA-256(authData ‖ clientDataHash) equals the credCert extension (“Verifying
         // attestations”).
@@ -177,6 +204,8 @@ public struct AppAttestVerifier: Sendable {
         guard constantTimeEquals(certifiedNonce, nonce) else {
             throw AppAttestError(.nonceMismatch, "nonce extension ≠ SHA-256(authData ‖ clientDataHash)")
         }
+        timeline?.mark(step)
+        step = "checks"
 
         // Step 5: keyId = SHA-256 of the credCert public key (65-byte uncompressed point).
         guard let keyInfo = leaf.ecPublicKeyPoint, keyInfo.curve == "prime256v1", keyInfo.point.count == 65,
@@ -285,9 +314,20 @@ public struct AppAttestVerifier: Sendable {
         _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, key: AttestedKey,
         counterPolicy: CounterPolicy = .strictlyIncreasing
     ) throws(AppAttestError) -> VerifiedAssertion {
+        var timeline: VerificationTimeline?
+        return try verifyAssertion(
+            assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), key: key,
+            counterPolicy: counterPolicy, timeline: &timeline)
+    }
+
+    /// ``verifyAssertion(_:clientData:key:counterPolicy:)``, marking each step's end in `timeline` when it is not nil.
+    package func verifyAssertion(
+        _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, key: AttestedKey,
+        counterPolicy: CounterPolicy, timeline: inout VerificationTimeline?
+    ) throws(AppAttestError) -> VerifiedAssertion {
         try verifyAssertion(
             assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), key: key,
-            counterPolicy: counterPolicy)
+            counterPolicy: counterPolicy, timeline: &timeline)
     }
 
     /// Verifies an assertion given SHA-256 of the client data rather than the data itself.
@@ -296,6 +336,17 @@ public struct AppAttestVerifier: Sendable {
         _ assertion: some Collection<UInt8>, clientDataHash: some Collection<UInt8>, key: AttestedKey,
         counterPolicy: CounterPolicy = .strictlyIncreasing
     ) throws(AppAttestError) -> VerifiedAssertion {
+        var timeline: VerificationTimeline?
+        return try verifyAssertion(
+            assertion, clientDataHash: clientDataHash, key: key, counterPolicy: counterPolicy, timeline: &timeline)
+    }
+
+    private func verifyAssertion(
+        _ assertion: some Collection<UInt8>, clientDataHash: some Collection<UInt8>, key: AttestedKey,
+        counterPolicy: CounterPolicy, timeline: inout VerificationTimeline?
+    ) throws(AppAttestError) -> VerifiedAssertion {
+        var step = "decode"
+        defer { timeline?.mark(step) }
         guard assertion.count <= AssertionObject.maximumSize else {
             throw AppAttestError(
                 .malformed, "assertion of \(assertion.count) bytes exceeds \(AssertionObject.maximumSize)")
@@ -308,6 +359,8 @@ public struct AppAttestVerifier: Sendable {
         }
         let object = try AssertionObject(cborEncoded: Array(assertion))
         let authData = object.authenticatorData
+        timeline?.mark(step)
+        step = "signature"
 
         // Steps 1–3: the signature over nonce, with SHA-256 applied by ECDSA (the double hash, “Verifying assertions
         // and counters”).
@@ -318,6 +371,8 @@ public struct AppAttestVerifier: Sendable {
         else {
             throw AppAttestError(.signatureInvalid, "the signature does not verify over the nonce with the stored key")
         }
+        timeline?.mark(step)
+        step = "checks"
         // Step 4: rpIdHash.
         guard constantTimeEquals(authData.rpIDHash, key.appID.rpIDHash) else {
             throw AppAttestError(.appIdMismatch, "rpIdHash is not SHA-256 of \(key.appID)")

@@ -3,6 +3,7 @@ public import AppAttestStore
 public import Foundation
 public import Metrics
 import Synchronization
+public import Tracing
 
 /// Challenge → attestation → assertions, on any `AppAttestStore`, so that nobody has to get the
 /// read-modify-write of App Attest state right by hand.
@@ -36,6 +37,8 @@ public struct AppAttestService: Sendable {
     let policyState: PolicyState
     /// Where the lifecycle's metrics go; nil for the process's bootstrapped backend.
     let metricsFactory: (any MetricsFactory)?
+    /// Where spans go; nil when tracing is off.
+    let tracer: (any Tracer)?
 
     /// A service over a store.
     /// - Parameters:
@@ -51,6 +54,10 @@ public struct AppAttestService: Sendable {
     ///   - eventRetention: how long a key's events are kept, in seconds (90 days by default).
     ///   - metricsFactory: where the lifecycle's metrics go (key events, budget refusals, reported refusals); nil for
     ///     the backend the process bootstrapped with `MetricsSystem.bootstrap`, if any.
+    ///   - tracer: where a span for each attestation and assertion goes, with a child span per step (decode, chain,
+    ///     nonce, signature, checks, store); nil for the tracer the process bootstrapped with
+    ///     `InstrumentationSystem.bootstrap` before this call, if any (without one, nothing is traced and no clock
+    ///     is read for it).
     ///   - now: the clock (tests move it).
     public init(
         verifier: AppAttestVerifier, store: any AppAttestStore, challengeLifetime: TimeInterval = 300,
@@ -58,9 +65,11 @@ public struct AppAttestService: Sendable {
         counterPolicy: AppAttestVerifier.CounterPolicy = .strictlyIncreasing,
         keyCacheLimits: KeyCacheLimits = KeyCacheLimits(), policies: Policies = Policies(),
         eventRetention: TimeInterval = 90 * 86_400, metricsFactory: (any MetricsFactory)? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        tracer: (any Tracer)? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.metricsFactory = metricsFactory
+        let bootstrapped = tracer ?? InstrumentationSystem.tracer
+        self.tracer = bootstrapped is NoOpTracer ? nil : bootstrapped
         self.policyState = PolicyState(policies)
         self.eventRetention = eventRetention.isFinite ? max(0, eventRetention) : 90 * 86_400
         self.keyCache = KeyCache(limits: keyCacheLimits)
@@ -165,14 +174,35 @@ public struct AppAttestService: Sendable {
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
     ) async throws(AppAttestServiceError) -> KeyRecord {
+        let trace = ServiceTrace(tracer, "appattest.attestation")
+        trace?.keyID(keyID)
+        do {
+            let record = try await register(
+                attestationObject, keyID: keyID, challenge: challenge, userID: userID, trace: trace)
+            trace?.end(refusal: nil)
+            return record
+        } catch {
+            trace?.end(refusal: error)
+            throw error
+        }
+    }
+
+    private func register(
+        _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?, trace: ServiceTrace?
+    ) async throws(AppAttestServiceError) -> KeyRecord {
         try Self.checkUserID(userID)
         // The App ID's budget first, before the challenge is consumed or anything verified: a refused attestation
         // comes back with the same challenge, as Apple asks (the same key and clientDataHash).
         let appID = configuredAppID(ofAttestation: attestationObject)
+        trace?.appID(appID)
         let policy = policies.policy(for: appID)
-        try await spendAttestationBudget(policy, appID: appID)
+        try await step(trace, "appattest.budget") { () async throws(AppAttestServiceError) in
+            try await spendAttestationBudget(policy, appID: appID)
+        }
         do {
-            try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+            try await step(trace, "appattest.challenge") { () async throws(AppAttestServiceError) in
+                try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+            }
         } catch  where error.code == .challengeUnknown {
             // The same attestation posted again because its answer was lost: the answer it had the first time.
             if let registered = try await registeredBefore(
@@ -183,7 +213,12 @@ public struct AppAttestService: Sendable {
             throw error
         }
         let attested: VerifiedAttestation
-        do { attested = try verifier.verifyAttestation(attestationObject, keyID: keyID, challenge: challenge) } catch {
+        var timeline = trace.map { _ in VerificationTimeline() }
+        defer { if let timeline { trace?.steps(timeline) } }
+        do {
+            attested = try verifier.verifyAttestation(
+                attestationObject, keyID: keyID, challenge: challenge, timeline: &timeline)
+        } catch {
             let refusal = AppAttestServiceError(.verificationFailed, error.reason, verification: error)
             await recordAttestationRefusal(refusal, keyID: keyID, appID: appID)
             throw refusal
@@ -205,8 +240,10 @@ public struct AppAttestService: Sendable {
             key: attested.key, userID: userID, receipt: attested.receipt, riskMetric: riskMetric, createdAt: time,
             receiptUpdatedAt: time, revokedAt: nil)
         let keysPerUser = policies.policy(for: attested.key.appID).maximumKeysPerUser
-        let insertion = try await run { () async throws(StoreError) -> KeyInsertion in
-            try await store.insertKey(record, maximumKeysPerUser: keysPerUser)
+        let insertion = try await step(trace, "appattest.store") { () async throws(AppAttestServiceError) in
+            try await run { () async throws(StoreError) -> KeyInsertion in
+                try await store.insertKey(record, maximumKeysPerUser: keysPerUser)
+            }
         }
         switch insertion {
         case .duplicate(let existing):
@@ -262,12 +299,35 @@ public struct AppAttestService: Sendable {
     private func authenticate(
         _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        guard let trace = ServiceTrace(tracer, "appattest.assertion") else {
+            return try await authenticate(
+                assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge, trace: nil)
+        }
+        trace.keyID(keyID)
+        do {
+            let authenticated = try await authenticate(
+                assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge, trace: trace)
+            trace.end(refusal: nil)
+            return authenticated
+        } catch {
+            trace.end(refusal: error)
+            throw error
+        }
+    }
+
+    private func authenticate(
+        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool,
+        trace: ServiceTrace?
+    ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
         let clientData = binding.bytes
         // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
         // conditional update below is what decides, so a stale counter or a revocation made elsewhere cannot let
         // an assertion through; it only means the refusal is found there instead of here.
-        let entry = try await liveKey(keyID)
+        let entry = try await step(trace, "appattest.key") { () async throws(AppAttestServiceError) in
+            try await liveKey(keyID)
+        }
         let key = entry.attestedKey
+        trace?.appID(key.appID)
         // The environment policy applies now, not only when the key was attested: an App ID reconfigured for
         // production only stops accepting its development keys at once.
         guard verifier.configuration.apps[key.appID]?.contains(key.environment) == true else {
@@ -278,9 +338,11 @@ public struct AppAttestService: Sendable {
         // The verifier admits the counter under the policy; the store's acceptance below applies the same policy
         // atomically, against the counters already used.
         let verified: VerifiedAssertion
+        var timeline = trace.map { _ in VerificationTimeline() }
+        defer { if let timeline { trace?.steps(timeline) } }
         do {
             verified = try verifier.verifyAssertion(
-                assertion, clientData: clientData, key: key, counterPolicy: counterPolicy)
+                assertion, clientData: clientData, key: key, counterPolicy: counterPolicy, timeline: &timeline)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
         }
@@ -309,8 +371,10 @@ public struct AppAttestService: Sendable {
         let acceptance = AssertionAcceptance(
             keyID: keyID, counter: verified.counter, counterPolicy: counterPolicy, challenge: use, nextChallenge: next)
         // Group commit: concurrent acceptances share one store transaction (AcceptanceBatcher).
-        let outcome = try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
-            try await batcher.accept(acceptance)
+        let outcome = try await step(trace, "appattest.acceptance") { () async throws(AppAttestServiceError) in
+            try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
+                try await batcher.accept(acceptance)
+            }
         }
         switch outcome {
         case .accepted(let highest):
@@ -412,6 +476,14 @@ public struct AppAttestService: Sendable {
             throw Self.challengeRefusal(stored, purpose: purpose, keyID: keyID, userID: userID, now: now())
         }
         guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
+    }
+
+    /// `body`, in a child span of `trace` when there is one.
+    func step<T>(_ trace: ServiceTrace?, _ name: String, _ body: () async throws(AppAttestServiceError) -> T)
+        async throws(AppAttestServiceError) -> T
+    {
+        guard let trace else { return try await body() }
+        return try await trace.step(name, body)
     }
 
     func run<T>(_ body: () async throws(StoreError) -> T) async throws(AppAttestServiceError) -> T {

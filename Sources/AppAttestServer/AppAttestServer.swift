@@ -275,12 +275,14 @@ public final class AppAttestServer: Sendable {
 
     /// Serves until SIGTERM or SIGINT, lets in-flight requests finish (their counters are stored before they
     /// answer), then closes the store.
-    public func run() async throws {
+    /// - Parameter observability: a service started first and stopped last (the trace exporter of
+    ///   ``ServerTracing/bootstrap(_:environment:)``, which flushes its spans at shutdown).
+    public func run(beside observability: (any Service)? = nil) async throws {
         Self.raiseOpenFileLimit()
         let group = ServiceGroup(
             configuration: .init(
-                services: makeServices().map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+                services: ((observability.map { [$0] } ?? []) + makeServices()).map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do { try await group.run() } catch {
             await close()
             throw error

@@ -35,6 +35,7 @@ import Foundation
 /// | `attestationsPerSecond` | `APPATTEST_ATTESTATIONS_PER_SECOND` | attestations per second per App ID, fleet-wide (100; 0: none) |
 /// | `maximumKeysPerUser` | `APPATTEST_MAX_KEYS_PER_USER` | active keys per user, the oldest superseded beyond it (5; 0: no limit) |
 /// | `keyEventRetentionDays` | `APPATTEST_KEY_EVENT_RETENTION_DAYS` | how long each key's events are kept (90) |
+/// | `otlpEndpoint` | `OTEL_EXPORTER_OTLP_ENDPOINT` (and OpenTelemetry's other `OTEL_*`) | export traces over OTLP/HTTP (off) |
 /// | `testingRootCertificate` | `APPATTEST_TESTING_ROOT` | PEM of a test root to trust *instead of Apple's* |
 /// | `testingReceiptRootCertificate` | `APPATTEST_TESTING_RECEIPT_ROOT` | the same for receipts |
 /// | `apple` | `APPATTEST_APPLE_TEAM_ID`, `_KEY_ID`, `_PRIVATE_KEY_FILE`, `_ENDPOINT` | provider key for receipt refresh |
@@ -186,6 +187,9 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public var maximumKeysPerUser: Int = 5
     /// How long each key's events are kept, in days (1 to 3,650).
     public var keyEventRetentionDays: Double = 90
+    /// Where traces are exported over OTLP/HTTP (`http://collector:4318/v1/traces`); nil for none unless
+    /// OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+    public var otlpEndpoint: String?
     public var testingRootCertificate: String?
     /// PEM of a test root for receipts instead of Apple Root CA - G3. Receipts in attestations are validated
     /// (“Receipts and the risk metric”) with Apple's root, or with this one; with `testingRootCertificate` and without
@@ -201,7 +205,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
             startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
             counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds,
-            enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, testingRootCertificate,
+            enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, otlpEndpoint,
+            testingRootCertificate,
             testingReceiptRootCertificate, apple
     }
 
@@ -262,6 +267,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Int.self, forKey: .maximumKeysPerUser) ?? defaults.maximumKeysPerUser
         keyEventRetentionDays =
             try container.decodeIfPresent(Double.self, forKey: .keyEventRetentionDays) ?? defaults.keyEventRetentionDays
+        otlpEndpoint = try container.decodeIfPresent(String.self, forKey: .otlpEndpoint)
         testingRootCertificate = try container.decodeIfPresent(String.self, forKey: .testingRootCertificate)
         testingReceiptRootCertificate = try container.decodeIfPresent(
             String.self, forKey: .testingReceiptRootCertificate)

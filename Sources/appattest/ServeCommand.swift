@@ -54,6 +54,8 @@ struct ServeCommand: AsyncParsableCommand {
         let configuration = try loadConfiguration(logger: logger)
         let metrics = ServerMetrics()
         metrics.bootstrapMetricsSystem()
+        // Before the server: its service takes the tracer bootstrapped when it is created.
+        let observability = try ServerTracing.bootstrap(configuration)
         let server = try await AppAttestServer.open(configuration: configuration, metrics: metrics, logger: logger)
         // SIGHUP: read the configuration again, so that tokens rotate and App IDs move between report and enforce
         // without a restart; a bad file changes nothing.
@@ -73,7 +75,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "apps": "\(configuration.apps.map(\.appId).joined(separator: ","))",
                 "callers": "\(server.configuration.tokens.map(\.name).joined(separator: ","))",
             ])
-        try await server.run()
+        try await server.run(beside: observability)
     }
 
     /// The file (if any), then the environment, then the options.

@@ -223,3 +223,97 @@ struct FleetServeTests {
     }
 }
 #endif  // Service
+
+#if Service
+import ServiceLifecycle
+import Synchronization
+import Logging
+
+/// `appattest serve` exports its spans over OTLP/HTTP (swift-otel) to the endpoint OpenTelemetry's variables name.
+@Suite("appattest serve: traces")
+struct ServeTracesTests {
+    typealias F = Fixture
+
+    @Test("with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, an attestation's and an assertion's spans reach the collector")
+    func otlpExport() async throws {
+        // A stand-in collector: it keeps what is posted to /v1/traces (protobuf; span names and attribute values are
+        // in it as plain bytes).
+        let received = Mutex<[UInt8]>([])
+        let router = Router()
+        router.post("v1/traces") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 1 << 22)
+            received.withLock { $0 += Array(body.readableBytesView) }
+            return Response(status: .ok)
+        }
+        let collectorPort = TestPorts.free()
+        let collector = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: collectorPort)),
+            logger: Logger(label: "collector", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [collector], logger: Logger(label: "collector", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+
+        let directory = try F.directory()
+        try F.pem(F.authority.rootCertificate, at: "\(directory)/root.pem")
+        let port = TestPorts.free()
+        let process = Process()
+        process.executableURL = ServeOperationTests.appattest
+        process.arguments = ["serve"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["APPATTEST_PORT"] = "\(port)"
+        environment["APPATTEST_DATABASE"] = "sqlite:\(directory)/serve.sqlite"
+        environment["APPATTEST_APPS"] = F.appID.rawValue
+        environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
+        environment["APPATTEST_TESTING_ROOT"] = "\(directory)/root.pem"
+        environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:\(collectorPort)/v1/traces"
+        environment["OTEL_BSP_SCHEDULE_DELAY"] = "200"
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await ServeOperationTests.health(port: port, attempts: 120))
+        let base = "http://127.0.0.1:\(port)"
+        let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
+        let issued = try await FleetServeTests.post(base + "/v1/challenges", #"{"purpose":"attestation"}"#)
+        let challenge = try #require(
+            (try JSONSerialization.jsonObject(with: Data(issued.body)) as? [String: Any])?["challenge"] as? String)
+        let object = try device.attest(challenge: try #require(RequestBindingLayout.decodeBase64URL(challenge)))
+        let registered = try await FleetServeTests.post(
+            base + "/v1/attestations",
+            """
+            {"keyId":"\(device.keyID.base64EncodedString)","attestationObject":"\(Data(object).base64EncodedString())",\
+            "challenge":"\(challenge)"}
+            """)
+        #expect(registered.status == 200)
+        let verified = try await FleetServeTests.post(
+            base + "/v1/assertions/verify", try FleetServeTests().assertion(device, "order"))
+        #expect(verified.status == 200)
+
+        let expected = [
+            "appattest.attestation", "appattest.chain", "appattest.assertion", "appattest.signature",
+            "appattest.acceptance", F.appID.rawValue,
+        ]
+        var missing = expected
+        for _ in 0..<100 where !missing.isEmpty {
+            try await Task.sleep(for: .milliseconds(100))
+            let bytes = received.withLock { $0 }
+            missing = expected.filter { !Self.contains(bytes, Array($0.utf8)) }
+        }
+        #expect(missing.isEmpty, "not exported: \(missing)")
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if haystack[start..<(start + needle.count)].elementsEqual(needle) { return true }
+        }
+        return false
+    }
+}
+#endif  // Service

@@ -1,0 +1,90 @@
+import AppAttest
+import AppAttestLifecycle
+import AppAttestStore
+import AppAttestTesting
+import Foundation
+import InMemoryTracing
+import Testing
+import Tracing
+
+/// The service's spans: one per attestation and assertion, a child per step, the App ID and the refusal's code.
+@Suite("Traces")
+struct TracingTests {
+    func service(_ tracer: InMemoryTracer) throws -> AppAttestService {
+        AppAttestService(
+            verifier: try AppAttestVerifier(
+                configuration: .init(
+                    apps: [Harness.appID: [.production]], trustAnchor: Harness.authority.trustAnchor)),
+            store: MemoryAppAttestStore(), tracer: tracer)
+    }
+
+    func attributes(_ span: FinishedInMemorySpan) -> [String: String] {
+        var result: [String: String] = [:]
+        span.attributes.forEach { key, value in
+            if case .string(let text) = value.toSpanAttribute() { result[key] = text }
+        }
+        return result
+    }
+
+    @Test("an attestation and an assertion: a span each, children for every step, in order and within the parent")
+    func spans() async throws {
+        let tracer = InMemoryTracer()
+        let service = try service(tracer)
+        let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID)
+        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
+        _ = try await service.registerAttestation(
+            try device.attest(challenge: challenge), keyID: device.keyID, challenge: challenge)
+        _ = try await service.authenticateAssertion(
+            try device.assert(clientData: [1]), clientData: [1], keyID: device.keyID)
+        let spans = tracer.finishedSpans
+        for (operation, steps) in [
+            (
+                "appattest.attestation",
+                [
+                    "appattest.budget", "appattest.challenge", "appattest.decode", "appattest.chain", "appattest.nonce",
+                    "appattest.checks", "appattest.store",
+                ]
+            ),
+            (
+                "appattest.assertion",
+                [
+                    "appattest.key", "appattest.decode", "appattest.signature", "appattest.checks",
+                    "appattest.acceptance",
+                ]
+            ),
+        ] {
+            let parent = try #require(spans.first { $0.operationName == operation })
+            #expect(attributes(parent)["appattest.app_id"] == Harness.appID.rawValue)
+            #expect(attributes(parent)["appattest.key_id"] == device.keyID.base64EncodedString)
+            #expect(attributes(parent)["appattest.refusal_code"] == nil)
+            let children = spans.filter { $0.parentSpanID == parent.spanID && $0.traceID == parent.traceID }
+                .sorted { $0.startInstant.nanosecondsSinceEpoch < $1.startInstant.nanosecondsSinceEpoch }
+            #expect(Set(children.map(\.operationName)) == Set(steps), "\(operation): \(children.map(\.operationName))")
+            for child in children {
+                #expect(child.startInstant.nanosecondsSinceEpoch >= parent.startInstant.nanosecondsSinceEpoch)
+                #expect(child.endInstant.nanosecondsSinceEpoch <= parent.endInstant.nanosecondsSinceEpoch)
+            }
+        }
+    }
+
+    @Test("a refusal: the span carries its code and an error status, and its failed step ends the steps")
+    func refusal() async throws {
+        let tracer = InMemoryTracer()
+        let service = try service(tracer)
+        let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID)
+        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
+        _ = try await service.registerAttestation(
+            try device.attest(challenge: challenge), keyID: device.keyID, challenge: challenge)
+        var options = SimulatedDevice.AssertionOptions()
+        options.corruptSignature = true
+        await expectServiceError(.verificationFailed) {
+            _ = try await service.authenticateAssertion(
+                try device.assert(clientData: [1], options), clientData: [1], keyID: device.keyID)
+        }
+        let parent = try #require(tracer.finishedSpans.first { $0.operationName == "appattest.assertion" })
+        #expect(attributes(parent)["appattest.refusal_code"] == "signatureInvalid")
+        #expect(parent.status?.code == .error)
+        let children = tracer.finishedSpans.filter { $0.parentSpanID == parent.spanID }.map(\.operationName)
+        #expect(Set(children) == ["appattest.key", "appattest.decode", "appattest.signature"])
+    }
+}
