@@ -5,8 +5,9 @@ import PackageDescription
 // state and Apple's server APIs → adapters and the `appattest` command.
 //
 // Traits keep the dependency graph to what a user names. With no trait enabled (the default), a package that
-// depends on this one resolves swift-asn1, swift-crypto, swift-certificates, swift-log and
-// swift-argument-parser, and nothing else. Each trait below brings exactly the packages of its modules.
+// depends on this one resolves swift-asn1, swift-crypto, swift-certificates, swift-log, swift-metrics,
+// swift-distributed-tracing and swift-argument-parser, and nothing else. Each trait below brings exactly the packages
+// of its modules.
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("ExistentialAny"),
