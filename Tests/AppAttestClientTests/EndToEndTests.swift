@@ -19,12 +19,49 @@ func echo(method: String, target: String, counter: UInt32) -> String { "\(method
 
 @Suite("AppAttestClient end to end", .serialized)
 struct EndToEndTests {
-    static func service(_ store: any AppAttestStore, window: Int) throws -> AppAttestService {
+    static func service(
+        _ store: any AppAttestStore, window: Int, policies: AppAttestService.Policies = .init()
+    ) throws -> AppAttestService {
         AppAttestService(
             verifier: try AppAttestVerifier(
                 configuration: .init(
                     appID: E2E.appID, environment: .production, trustAnchor: E2E.authority.trustAnchor)),
-            store: store, counterPolicy: window > 1 ? .reorderWindow(window) : .strictlyIncreasing)
+            store: store, counterPolicy: window > 1 ? .reorderWindow(window) : .strictlyIncreasing,
+            policies: policies)
+    }
+
+    @Test("the server's attestation budget and the client meet: 429, the wait, the same attestation posted again")
+    func attestationBudget() async throws {
+        // One attestation a second, no burst beyond it: the second device is told to wait about a second.
+        let backend = try await HummingbirdBackend.start(
+            freshness: .challengePerRequest, window: 1,
+            policies: .init(defaultPolicy: .init(attestationsPerSecond: 1, attestationBurst: 1)))
+        func client(_ provider: SimulatedKeyProvider, _ transport: HoldingTransport) -> AppAttestClient {
+            AppAttestClient(
+                configuration: AppAttestClientConfiguration(baseURL: backend.baseURL), keyProvider: provider,
+                transport: transport)
+        }
+        let first = SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID)
+        let second = SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID)
+        let transport = HoldingTransport()
+        let statuses: [Int]
+        do {
+            let request = URLRequest(url: backend.baseURL.appendingPathComponent("api/budget"))
+            statuses = [
+                try await client(first, transport).data(for: request).1.statusCode,
+                try await client(second, transport).data(for: request).1.statusCode,
+            ]
+        } catch {
+            try await backend.stop()
+            throw error
+        }
+        try await backend.stop()
+        #expect(statuses == [200, 200])
+        // The second device's attestation was refused once for the budget, then posted again and accepted; its key
+        // was attested once (a device attests a key once).
+        #expect(transport.deliveries("/appattest/attestation") == [200, 429, 200])
+        let attestKey = await second.callCount("attestKey"), generateKey = await second.callCount("generateKey")
+        #expect(attestKey == 1 && generateKey == 1)
     }
 
     @Test(

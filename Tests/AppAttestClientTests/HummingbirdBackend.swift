@@ -3,6 +3,7 @@ import AppAttest
 import AppAttestClient
 import AppAttestHTTP
 import AppAttestHummingbird
+import AppAttestLifecycle
 import AppAttestSQLite
 import AppAttestStore
 import Foundation
@@ -16,20 +17,24 @@ final class HummingbirdBackend: Backend {
     let setup: BackendSetup
     /// The enrollment routes' default rate limit (10 a second, bursts of 20, per address) instead of none.
     let defaultLimits: Bool
+    /// The service's fleet policies.
+    let policies: AppAttestService.Policies
     private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>, store: any AppAttestStore)?>(nil)
 
     var baseURL: URL { setup.baseURL }
 
-    private init(_ setup: BackendSetup, defaultLimits: Bool) {
+    private init(_ setup: BackendSetup, defaultLimits: Bool, policies: AppAttestService.Policies) {
         self.setup = setup
         self.defaultLimits = defaultLimits
+        self.policies = policies
     }
 
-    static func start(freshness: AppAttestClientFreshness, window: Int, defaultLimits: Bool = false) async throws
-        -> HummingbirdBackend
-    {
+    static func start(
+        freshness: AppAttestClientFreshness, window: Int, defaultLimits: Bool = false,
+        policies: AppAttestService.Policies = .init()
+    ) async throws -> HummingbirdBackend {
         let backend = HummingbirdBackend(
-            try BackendSetup(freshness: freshness, window: window), defaultLimits: defaultLimits)
+            try BackendSetup(freshness: freshness, window: window), defaultLimits: defaultLimits, policies: policies)
         try await backend.run()
         return backend
     }
@@ -44,7 +49,7 @@ final class HummingbirdBackend: Backend {
 
     private func run() async throws {
         let store = try SQLiteAppAttestStore(path: setup.database)
-        let service = try EndToEndTests.service(store, window: setup.window)
+        let service = try EndToEndTests.service(store, window: setup.window, policies: policies)
         let router = Router(context: AppAttestRequestContext.self)
         let routes =
             defaultLimits
