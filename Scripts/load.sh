@@ -3,7 +3,9 @@
 #   Scripts/load.sh                 needs wrk (apt-get install wrk) and PostgreSQL (APPATTEST_POSTGRES_URL, or
 #                                   .ci/postgres.sh starts a throwaway one)
 # Environment: APPATTEST_BINARY (see below), DURATION (15s), CONNECTIONS (32), DEVICES (1000), ASSERTIONS (assertions
-# per device and run, 300: a run that outlasts them has no ratio, and the script exits 1).
+# per device and run, 300: a run that outlasts them has no ratio, and the script exits 1), TRACES (1: the servers
+# export every span over OTLP/HTTP to a local sink, nginx, that accepts and drops them; 0 by default). The attestation
+# budget is off: registering the devices is not what is measured.
 # For each database: the trivial route /ping (the HTTP stack's ceiling), assertion verification, then the same with
 # malformed, unauthenticated, replayed and oversized requests mixed in; after each run `appattest-dev load check`
 # compares every key's stored counter with the highest counter the server accepted for it. Then a SQLite server with
@@ -40,6 +42,7 @@ FAILED=0
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+    if [ -n "${NGINX_STARTED:-}" ]; then nginx -c "$WORK/nginx/nginx.conf" -s stop 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
@@ -50,10 +53,32 @@ if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
 fi
 
 $D simulate authority --out "$WORK" 2>/dev/null
+TRACING=()
+if [ "${TRACES:-0}" = 1 ]; then
+    command -v nginx >/dev/null || { echo "TRACES=1 needs nginx (apt-get install nginx-light)" >&2; exit 1; }
+    # A collector that accepts every export and keeps nothing: what tracing costs the servers, not a collector.
+    mkdir -p "$WORK/nginx"
+    cat >"$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx;
+    server { listen 127.0.0.1:14318; location / { client_max_body_size 64m; return 200; } }
+}
+CONF
+    nginx -c "$WORK/nginx/nginx.conf"
+    NGINX_STARTED=1
+    TRACING=(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:14318/v1/traces)
+    echo "traces: every span exported to http://127.0.0.1:14318/v1/traces"
+fi
 serve() { # NAME DATABASE PORT [REORDER-WINDOW]
+    env "${TRACING[@]}" \
     APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="load:$TOKEN" \
         APPATTEST_RATE_LIMIT=off APPATTEST_MAX_BODY_BYTES=$MAX_BODY APPATTEST_LOG_LEVEL=warning \
-        APPATTEST_COUNTER_REORDER_WINDOW="${4:-1}" \
+        APPATTEST_COUNTER_REORDER_WINDOW="${4:-1}" APPATTEST_ATTESTATIONS_PER_SECOND=0 \
         $A serve --database "$2" --port "$3" >"$WORK/$1.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$3/health" >/dev/null && return; sleep 0.1; done

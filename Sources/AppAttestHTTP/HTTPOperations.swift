@@ -36,6 +36,8 @@ public struct AppAttestHTTPOperations: Sendable {
         package var purpose: String
         package var keyId: String?
         package var userId: String?
+        /// serve only: the App ID whose attestation budget pays for an attestation challenge.
+        package var appId: String?
     }
 
     struct ChallengeResponse: Encodable {
@@ -67,10 +69,11 @@ public struct AppAttestHTTPOperations: Sendable {
     }
 
     /// Issues a challenge for a purpose, optionally reserved for a key (Base64) and a user; `issuer` as in
-    /// ``challenge(body:userID:issuer:)``.
-    public func challenge(purpose: String, keyID keyText: String?, userID: String?, issuer: String? = nil) async
-        -> AppAttestHTTPResponse
-    {
+    /// ``challenge(body:userID:issuer:)``; `appID`, for an attestation challenge, the App ID whose attestation budget
+    /// pays for it (`AppAttestService.issueChallenge(purpose:keyID:userID:issuer:appID:)`).
+    public func challenge(
+        purpose: String, keyID keyText: String?, userID: String?, issuer: String? = nil, appID: AppID? = nil
+    ) async -> AppAttestHTTPResponse {
         guard [AppAttestService.Purpose.attestation, AppAttestService.Purpose.assertion].contains(purpose),
             userID.map({ $0.utf8.count <= AppAttestHTTPLimits.maximumUserIDLength }) ?? true
         else { return .problem(.malformed("purpose must be attestation or assertion; userId at most 256 bytes")) }
@@ -83,7 +86,7 @@ public struct AppAttestHTTPOperations: Sendable {
         }
         do {
             let issued = try await service.issueChallenge(
-                purpose: purpose, keyID: keyID, userID: userID, issuer: issuer)
+                purpose: purpose, keyID: keyID, userID: userID, issuer: issuer, appID: appID)
             return .json(
                 ChallengeResponse(
                     challenge: RequestBindingLayout.base64URL(issued.challenge), expiresAt: issued.expiresAt))

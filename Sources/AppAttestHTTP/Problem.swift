@@ -156,7 +156,7 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
                 status: .tooManyRequests, code: error.code.name, title: "Too many unused challenges are outstanding",
                 retryAfter: 1)
         case .attestationBudgetExhausted:
-            // Nothing was consumed: the same attestation, with the same challenge, once the budget has refilled.
+            // An attestation challenge: asked for again once the budget has refilled, before the device asks Apple.
             self.init(
                 status: .tooManyRequests, code: error.code.name, title: "The App ID's attestation budget is spent",
                 retryAfter: Int(max(1, (error.retryAfter ?? 1).rounded(.up)).clamped(to: 1...3600)))

@@ -56,14 +56,15 @@ extension AppAttestService {
     // MARK: Helpers
 
     /// The configured App ID an attestation object names by its rpIdHash, from a parse of its CBOR (no certificate,
-    /// no signature); nil when it names none (verification then refuses it) or does not parse.
+    /// no signature), for its trace; nil when it names none (verification then refuses it) or does not parse.
     func configuredAppID(ofAttestation object: [UInt8]) -> AppID? {
         guard let parsed = try? AttestationObject(cborEncoded: object) else { return nil }
         let hash = parsed.authenticatorData.rpIDHash
         return verifier.configuration.apps.keys.first { $0.rpIDHash == hash }
     }
 
-    /// Takes one attestation from the App ID's budget, shared through the store by every instance on it.
+    /// Takes one attestation from the App ID's budget (nil: the bucket of unnamed App IDs), shared through the store by
+    /// every instance on it.
     func spendAttestationBudget(_ policy: AppPolicy, appID: AppID?) async throws(AppAttestServiceError) {
         guard let rate = policy.attestationsPerSecond else { return }
         let bucket = "attestations:\(appID?.rawValue ?? "*")"
@@ -81,7 +82,7 @@ extension AppAttestService {
 
     /// Writes an attestation's refusal to the key's events (its challenge was consumed, so their number is bounded by
     /// the challenges issued); a store that cannot write it does not change the answer.
-    func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID, appID: AppID?) async {
+    func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID) async {
         let code = refusal.verification?.code.description ?? refusal.code.name
         FleetMetrics.keyEvent(.attestationRefused, metricsFactory)
         let event = KeyEvent(keyID: keyID, kind: .attestationRefused, time: now(), detail: code)

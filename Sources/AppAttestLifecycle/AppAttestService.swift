@@ -109,6 +109,12 @@ public struct AppAttestService: Sendable {
 
     /// Issues a one-time challenge.
     ///
+    /// A challenge for ``Purpose/attestation`` is taken from the App ID's attestation budget
+    /// (``AppPolicy/attestationsPerSecond``), shared by every instance on the store: beyond it,
+    /// ``AppAttestServiceError/Code/attestationBudgetExhausted`` with ``AppAttestServiceError/retryAfter``. The budget is
+    /// spent here, before the device asks Apple for an attestation, so that a fleet re-attesting at once (a lost key
+    /// table, a release that discards keys) reaches Apple at the budget's pace.
+    ///
     /// Every outstanding challenge counts against ``ChallengeLimits/total``, and those of one `issuer` against
     /// ``ChallengeLimits/perIssuer``: beyond either, ``AppAttestServiceError/Code/tooManyChallenges``. A challenge
     /// reserved for a key or a user never fails for that key's or user's limit: it replaces their oldest outstanding
@@ -119,13 +125,23 @@ public struct AppAttestService: Sendable {
     ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.
     ///   - userID: reserve it for one user.
     ///   - issuer: who asks (a caller's name, a client's address), to bound what one issuer may hold; nil for none.
+    ///   - appID: for an attestation challenge, the App ID whose budget pays for it; nil for the only configured App
+    ///     ID, or, when several are configured, a budget shared by the attestations of unnamed App IDs under the
+    ///     default policy.
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `invalidUserID`, `tooManyChallenges`,
-    ///   `storeUnavailable`.
-    public func issueChallenge(purpose: String, keyID: KeyID? = nil, userID: String? = nil, issuer: String? = nil)
+    ///   `attestationBudgetExhausted`, `storeUnavailable`.
+    public func issueChallenge(
+        purpose: String, keyID: KeyID? = nil, userID: String? = nil, issuer: String? = nil, appID: AppID? = nil
+    )
         async throws(AppAttestServiceError)
         -> IssuedChallenge
     {
         try Self.checkUserID(userID)
+        if purpose == Purpose.attestation {
+            let budgetApp =
+                appID ?? (verifier.configuration.apps.count == 1 ? verifier.configuration.apps.keys.first : nil)
+            try await spendAttestationBudget(policies.policy(for: budgetApp), appID: budgetApp)
+        }
         let time = now()
         if let keyID {
             // Reservations are for keys that can use them: an unknown key's would only fill the store.
@@ -191,14 +207,8 @@ public struct AppAttestService: Sendable {
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?, trace: ServiceTrace?
     ) async throws(AppAttestServiceError) -> KeyRecord {
         try Self.checkUserID(userID)
-        // The App ID's budget first, before the challenge is consumed or anything verified: a refused attestation
-        // comes back with the same challenge, as Apple asks (the same key and clientDataHash).
-        let appID = configuredAppID(ofAttestation: attestationObject)
-        trace?.appID(appID)
-        let policy = policies.policy(for: appID)
-        try await step(trace, "appattest.budget") { () async throws(AppAttestServiceError) in
-            try await spendAttestationBudget(policy, appID: appID)
-        }
+        // The attestation budget was spent when its challenge was issued, before the device asked Apple.
+        if let trace { trace.appID(configuredAppID(ofAttestation: attestationObject)) }
         do {
             try await step(trace, "appattest.challenge") { () async throws(AppAttestServiceError) in
                 try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
@@ -220,7 +230,7 @@ public struct AppAttestService: Sendable {
                 attestationObject, keyID: keyID, challenge: challenge, timeline: &timeline)
         } catch {
             let refusal = AppAttestServiceError(.verificationFailed, error.reason, verification: error)
-            await recordAttestationRefusal(refusal, keyID: keyID, appID: appID)
+            await recordAttestationRefusal(refusal, keyID: keyID)
             throw refusal
         }
         var riskMetric: Int?
@@ -231,7 +241,7 @@ public struct AppAttestService: Sendable {
             } catch {
                 let refusal = AppAttestServiceError(
                     .verificationFailed, "receipt: \(error.reason)", verification: error)
-                await recordAttestationRefusal(refusal, keyID: keyID, appID: appID)
+                await recordAttestationRefusal(refusal, keyID: keyID)
                 throw refusal
             }
         }

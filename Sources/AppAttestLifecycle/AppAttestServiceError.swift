@@ -45,8 +45,9 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// A receipt refresh failed at Apple or on the way (``AppAttestServiceError/underlying`` holds the refresher's
         /// error).
         public static let receiptRefreshFailed = Code("receiptRefreshFailed")
-        /// The App ID's attestation budget is spent for now (``AppAttestService/AppPolicy/attestationsPerSecond``):
-        /// nothing was verified nor consumed; ``AppAttestServiceError/retryAfter`` says when to send it again.
+        /// An attestation challenge beyond the App ID's attestation budget
+        /// (``AppAttestService/AppPolicy/attestationsPerSecond``): ``AppAttestServiceError/retryAfter`` says when to
+        /// ask again.
         public static let attestationBudgetExhausted = Code("attestationBudgetExhausted")
     }
 

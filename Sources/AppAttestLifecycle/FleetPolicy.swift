@@ -18,10 +18,10 @@ extension AppAttestService {
     public struct AppPolicy: Sendable, Hashable {
         /// Whether refusals block requests.
         public var enforcement: Enforcement
-        /// Attestations accepted for verification per second, for every instance that shares the store; nil for no
-        /// budget. Apple asks for under about 100 per second per app.
+        /// Attestation challenges issued per second (each one device asking Apple once), for every instance that
+        /// shares the store; nil for no budget. Apple asks for under about 100 per second per app.
         public var attestationsPerSecond: Double?
-        /// Attestations accepted at once when the budget has been idle.
+        /// Attestation challenges issued at once when the budget has been idle.
         public var attestationBurst: Double
         /// Active keys one user may hold: a new key beyond it revokes the user's oldest (`KeyEvent.Kind.superseded`);
         /// nil for no limit. Keys registered without a user are never superseded.

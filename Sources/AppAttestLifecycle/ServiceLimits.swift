@@ -9,7 +9,7 @@ extension AppAttestService {
         public var perKey: Int
         /// Reserved for one user: a new one replaces the user's oldest beyond this.
         public var perUser: Int
-        /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:)``), so that one caller or address
+        /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:appID:)``), so that one caller or address
         /// cannot take the whole ``total`` and lock everyone else out.
         public var perIssuer: Int
         /// In all, reserved or not.

@@ -32,7 +32,7 @@ import Foundation
 /// | `keyCacheSize` | `APPATTEST_KEY_CACHE_SIZE` | attested keys kept parsed in memory, least recently used evicted (10,000) |
 /// | `keyCacheMaxAgeSeconds` | `APPATTEST_KEY_CACHE_MAX_AGE` | how late another instance's revocation may be seen (30) |
 /// | `enforcement` | `APPATTEST_ENFORCEMENT` | `enforce`, or `report`: refusals recorded, requests let through (per App ID too) |
-/// | `attestationsPerSecond` | `APPATTEST_ATTESTATIONS_PER_SECOND` | attestations per second per App ID, fleet-wide (100; 0: none) |
+/// | `attestationsPerSecond` | `APPATTEST_ATTESTATIONS_PER_SECOND` | attestation challenges per second per App ID, fleet-wide (100; 0: none) |
 /// | `maximumKeysPerUser` | `APPATTEST_MAX_KEYS_PER_USER` | active keys per user, the oldest superseded beyond it (5; 0: no limit) |
 /// | `keyEventRetentionDays` | `APPATTEST_KEY_EVENT_RETENTION_DAYS` | how long each key's events are kept (90) |
 /// | `otlpEndpoint` | `OTEL_EXPORTER_OTLP_ENDPOINT` (and OpenTelemetry's other `OTEL_*`) | export traces over OTLP/HTTP (off) |
@@ -179,7 +179,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// `enforce` (refusals are answered) or `report` (every check runs, refusals are recorded, requests go through),
     /// for App IDs that do not say.
     public var enforcement: String = "enforce"
-    /// Attestations verified per second per App ID, shared by every instance on the same store (0.001 to 1,000,000;
+    /// Attestation challenges issued per second per App ID, shared by every instance on the same store (0.001 to 1,000,000;
     /// 0 for no budget), for App IDs that do not say.
     public var attestationsPerSecond: Double = 100
     /// Active keys per user (1 to 1,000; 0 for no limit): a new one beyond it revokes the user's oldest, for App IDs

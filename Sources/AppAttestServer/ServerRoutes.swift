@@ -132,8 +132,18 @@ extension AppAttestServer {
         {
             return .problem(refusal)
         }
+        // The App ID whose attestation budget pays: named, else the caller's only one.
+        var appID: AppID?
+        if let text = body.appId {
+            guard let named = try? AppID(text) else { return .problem(.malformed("appId is not an App ID")) }
+            guard caller?.covers(named) ?? true else { return .problem(Self.forbidden) }
+            appID = named
+        } else if let only = caller?.appIDs, only.count == 1 {
+            appID = only.first
+        }
         return await operations.challenge(
-            purpose: body.purpose, keyID: body.keyId, userID: body.userId, issuer: caller.map { "caller:\($0.name)" })
+            purpose: body.purpose, keyID: body.keyId, userID: body.userId, issuer: caller.map { "caller:\($0.name)" },
+            appID: appID)
     }
 
     func attestation(_ body: AppAttestHTTPOperations.AttestationRequest, caller: Caller?) async -> AppAttestHTTPResponse

@@ -52,7 +52,7 @@ final class HoldingTransport: AppAttestClientTransport {
         /// Signed requests to this path wait this long before they are sent (a slow network path).
         var delayed: (path: String, seconds: Double)?
         var held: URLRequest?
-        /// The status of every delivery of a signed request or an attestation, by path.
+        /// The status of every delivery of a signed request, an attestation or a challenge, by path.
         var deliveries: [String: [Int]] = [:]
     }
     private let state = Mutex(State())
@@ -95,7 +95,9 @@ final class HoldingTransport: AppAttestClientTransport {
             record(request, answer.1.statusCode)
             answer = try await inner.send(request)
         }
-        if signed || request.url!.path.hasSuffix("/attestation") { record(request, answer.1.statusCode) }
+        if signed || request.url!.path.hasSuffix("/attestation") || request.url!.path.hasSuffix("/challenge") {
+            record(request, answer.1.statusCode)
+        }
         return answer
     }
 

@@ -13,7 +13,7 @@ struct FleetOperationTests {
         defaultPolicy: .init(attestationsPerSecond: 1, attestationBurst: 2, maximumKeysPerUser: nil))
 
     @Test(
-        "beyond the App ID's budget an attestation is refused before its challenge is consumed, with the wait",
+        "beyond the App ID's budget an attestation challenge is refused with the wait; assertion challenges are free",
         arguments: Backend.available)
     func attestationBudget(_ backend: Backend) async throws {
         // A clock of its own, far from every other test's: the budget's bucket is shared through the store.
@@ -22,21 +22,24 @@ struct FleetOperationTests {
             policies: Self.tight)
         defer { harness.close() }
         let budget = try await uniqueBudget(harness)
-        _ = try await budget.register(budget.device())
-        _ = try await budget.register(budget.device())
-        let third = try budget.device()
-        let (object, challenge) = try await budget.attest(third)
+        let registered = try await budget.register(budget.device())
+        _ = try await budget.service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
         do {
-            _ = try await budget.service.registerAttestation(object, keyID: third.keyID, challenge: challenge)
-            Issue.record("a third attestation within the burst of two was accepted")
+            _ = try await budget.service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
+            Issue.record("a third attestation challenge within the burst of two was issued")
         } catch {
             #expect(error.code == .attestationBudgetExhausted)
-            #expect(error.retryAfter.map { $0 > 0 && $0 <= 1 } == true, "wait: \(String(describing: error.retryAfter))")
+            #expect(
+                error.retryAfter.map { $0 > 0 && $0 <= 1 } == true, "wait: \(String(describing: error.retryAfter))")
         }
-        // Nothing was consumed: the same object and challenge, once the budget has refilled.
+        // Assertion challenges are not attestations.
+        for _ in 0..<5 {
+            _ = try await budget.service.issueChallenge(
+                purpose: AppAttestService.Purpose.assertion, keyID: registered.keyID)
+        }
+        // Once the budget has refilled, the next one.
         budget.clock.advance(1)
-        let record = try await budget.service.registerAttestation(object, keyID: third.keyID, challenge: challenge)
-        #expect(record.keyID == third.keyID)
+        _ = try await budget.service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
     }
 
     @Test("two services on one store share the budget", arguments: Backend.available.filter { $0 != .memory })
@@ -50,19 +53,18 @@ struct FleetOperationTests {
         let other = try await Backend.reopen(harness.spec!)
         defer { other.close() }
         let second = try first.service(on: other.store)
-        var accepted = 0, refused = 0
+        var issued = 0
+        var refused = 0
         for service in [first.service, second, first.service, second] {
-            let device = try first.device()
-            let (object, challenge) = try await first.attest(device, on: service)
             do {
-                _ = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
-                accepted += 1
+                _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
+                issued += 1
             } catch {
                 #expect(error.code == .attestationBudgetExhausted)
                 refused += 1
             }
         }
-        #expect(accepted == 2 && refused == 2, "accepted \(accepted), refused \(refused)")
+        #expect(issued == 2 && refused == 2, "issued \(issued), refused \(refused)")
     }
 
     @Test(

@@ -41,7 +41,7 @@ struct TracingTests {
             (
                 "appattest.attestation",
                 [
-                    "appattest.budget", "appattest.challenge", "appattest.decode", "appattest.chain", "appattest.nonce",
+                    "appattest.challenge", "appattest.decode", "appattest.chain", "appattest.nonce",
                     "appattest.checks", "appattest.store",
                 ]
             ),

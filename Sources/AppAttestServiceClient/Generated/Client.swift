@@ -23,7 +23,7 @@ import HTTPTypes
 /// Errors are RFC 9457 problems (application/problem+json) with a stable `code` and an `action` for the app
 /// (retry after Retry-After, refetchChallenge, reattest, or none):
 /// 400 malformed, 401 failed verification or missing token, 404 unknown key, 409 replay, 413 body too large,
-/// 429 rate limited or the App ID's attestation budget spent (with Retry-After), 502 Apple refused, 503 store
+/// 429 rate limited or an attestation challenge beyond the App ID's budget (with Retry-After), 502 Apple refused, 503 store
 /// unavailable or not configured.
 /// An App ID in report mode (`enforcement: report`) answers a refused assertion 200 with `enforced: false` and the
 /// refusal's code: every check runs, nothing is blocked.
@@ -463,7 +463,7 @@ public struct Client: APIProtocol {
     }
     /// Issue a one-time challenge
     ///
-    /// Needs the `register` permission for purpose attestation, `verify` for assertion.
+    /// Needs the `register` permission for purpose attestation, `verify` for assertion. An attestation challenge beyond the App ID's attestation budget (`attestationsPerSecond`, shared by every instance on the store) is 429 attestationBudgetExhausted with Retry-After.
     ///
     /// - Remark: HTTP `POST /v1/challenges`.
     /// - Remark: Generated from `#/paths//v1/challenges/post(issueChallenge)`.

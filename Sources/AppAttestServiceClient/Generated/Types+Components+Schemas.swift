@@ -105,25 +105,33 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ChallengeRequest/userId`.
             public var userId: Swift.String?
+            /// For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs)
+            ///
+            /// - Remark: Generated from `#/components/schemas/ChallengeRequest/appId`.
+            public var appId: Swift.String?
             /// Creates a new `ChallengeRequest`.
             ///
             /// - Parameters:
             ///   - purpose:
             ///   - keyId: Reserve the challenge for this key (Base64)
             ///   - userId: Reserve it for this user
+            ///   - appId: For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs)
             public init(
                 purpose: Components.Schemas.ChallengeRequest.PurposePayload,
                 keyId: Swift.String? = nil,
-                userId: Swift.String? = nil
+                userId: Swift.String? = nil,
+                appId: Swift.String? = nil
             ) {
                 self.purpose = purpose
                 self.keyId = keyId
                 self.userId = userId
+                self.appId = appId
             }
             public enum CodingKeys: String, CodingKey {
                 case purpose
                 case keyId
                 case userId
+                case appId
             }
         }
         /// - Remark: Generated from `#/components/schemas/Challenge`.

@@ -783,7 +783,7 @@ public enum Operations {
     }
     /// Issue a one-time challenge
     ///
-    /// Needs the `register` permission for purpose attestation, `verify` for assertion.
+    /// Needs the `register` permission for purpose attestation, `verify` for assertion. An attestation challenge beyond the App ID's attestation budget (`attestationsPerSecond`, shared by every instance on the store) is 429 attestationBudgetExhausted with Retry-After.
     ///
     /// - Remark: HTTP `POST /v1/challenges`.
     /// - Remark: Generated from `#/paths//v1/challenges/post(issueChallenge)`.

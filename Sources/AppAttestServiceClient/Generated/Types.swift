@@ -51,7 +51,7 @@ public protocol APIProtocol: Sendable {
     func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws -> Operations.GetOpenAPIDocument.Output
     /// Issue a one-time challenge
     ///
-    /// Needs the `register` permission for purpose attestation, `verify` for assertion.
+    /// Needs the `register` permission for purpose attestation, `verify` for assertion. An attestation challenge beyond the App ID's attestation budget (`attestationsPerSecond`, shared by every instance on the store) is 429 attestationBudgetExhausted with Retry-After.
     ///
     /// - Remark: HTTP `POST /v1/challenges`.
     /// - Remark: Generated from `#/paths//v1/challenges/post(issueChallenge)`.
@@ -163,7 +163,7 @@ extension APIProtocol {
     }
     /// Issue a one-time challenge
     ///
-    /// Needs the `register` permission for purpose attestation, `verify` for assertion.
+    /// Needs the `register` permission for purpose attestation, `verify` for assertion. An attestation challenge beyond the App ID's attestation budget (`attestationsPerSecond`, shared by every instance on the store) is 429 attestationBudgetExhausted with Retry-After.
     ///
     /// - Remark: HTTP `POST /v1/challenges`.
     /// - Remark: Generated from `#/paths//v1/challenges/post(issueChallenge)`.
