@@ -131,6 +131,12 @@ struct FleetServeTests {
             #expect(response.status == .badRequest)
             response = try await tests.post(client, "/v1/challenges", #"{"purpose":"assertion"}"#)
             #expect(response.status == .ok)
+            // Counted on /metrics: the refusal by App ID, the registration as a key event.
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(
+                metrics.contains(#"appattest_attestation_budget_exhausted_total{appId="\#(F.appID.rawValue)"} 1"#),
+                "\(metrics)")
+            #expect(metrics.contains(#"appattest_key_events_total{kind="attested"} 1"#), "\(metrics)")
         }
     }
 
