@@ -189,42 +189,49 @@ public struct AppAttestHTTPOperations: Sendable {
             responseHeaderFields: response)
     }
 
-    /// Verifies an assertion as ``verify(_:timestampWindow:now:authorize:)`` does, under its App ID's enforcement: a
-    /// refusal of a key whose App ID reports (or, for a key that cannot be read, under the default policy) is
-    /// recorded (metric, log line) and returned as ``AppAttestVerdict/reported(_:)`` instead of thrown.
+    /// Verifies an assertion as ``verify(_:timestampWindow:now:authorize:)`` does, under the enforcement of the App IDs
+    /// it may come from (`AppAttestService.enforcement(guarding:)`): when every one of them reports, a refusal is
+    /// recorded (metric, log line) and returned as ``AppAttestVerdict/reported(_:)`` instead of thrown. A refusal of
+    /// `authorize` (a caller's scope) is always thrown.
+    /// - Parameter appIDs: the App IDs whose requests this operation judges (a caller's scope); nil for every App ID
+    ///   the service accepts.
     /// - Throws: the refusal as a problem, when enforced.
     public func verifyOrReport(
         _ input: AppAttestAssertionInput, timestampWindow: Duration = .seconds(60), now: Date = Date(),
-        logger: Logger = AppAttestHTTPOperations.silent, authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
+        guarding appIDs: Set<AppID>? = nil, logger: Logger = AppAttestHTTPOperations.silent,
+        authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
     ) async throws(AppAttestProblem) -> AppAttestVerdict {
+        if let refusal = await authorize(input.keyID) { throw refusal }
         do {
-            return .verified(try await verify(input, timestampWindow: timestampWindow, now: now, authorize: authorize))
+            return .verified(try await verify(input, timestampWindow: timestampWindow, now: now))
         } catch {
-            return .reported(try await report(error, keyID: input.keyID, logger: logger))
+            return .reported(try report(error, keyID: input.keyID, guarding: appIDs, logger: logger))
         }
     }
 
-    /// Verifies the assertion of a protected request as ``authenticate(_:body:freshness:now:)`` does, under its App
-    /// ID's enforcement (as ``verifyOrReport(_:timestampWindow:now:logger:authorize:)``); a request without App Attest
-    /// header fields (an app version from before App Attest) is judged under the default policy.
+    /// Verifies the assertion of a protected request as ``authenticate(_:body:freshness:now:)`` does, under the
+    /// enforcement of the App IDs whose apps send it (as ``verifyOrReport(_:timestampWindow:now:guarding:logger:authorize:)``);
+    /// a request without App Attest header fields (an app version from before App Attest) is judged the same way.
+    /// - Parameter appIDs: the App IDs whose apps call the guarded routes; nil for every App ID the service accepts.
     /// - Throws: the refusal as a problem, when enforced.
     public func admit(
         _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
-        now: Date = Date(), logger: Logger = AppAttestHTTPOperations.silent
+        now: Date = Date(), guarding appIDs: Set<AppID>? = nil, logger: Logger = AppAttestHTTPOperations.silent
     ) async throws(AppAttestProblem) -> AppAttestAdmission {
         do {
             return .verified(try await authenticate(request, body: body, freshness: freshness, now: now))
         } catch {
             let keyID = request.headerFields[AppAttestHTTPHeaders.keyID].flatMap { try? KeyID(base64Encoded: $0) }
-            return .reported(try await report(error, keyID: keyID, logger: logger))
+            return .reported(try report(error, keyID: keyID, guarding: appIDs, logger: logger))
         }
     }
 
-    /// The report of a refusal when its App ID reports; the refusal again when it enforces.
-    private func report(_ problem: AppAttestProblem, keyID: KeyID?, logger: Logger) async throws(AppAttestProblem)
-        -> AppAttestReport
+    /// The report of a refusal when every guarded App ID reports; the refusal again otherwise. What the request
+    /// names (its keyId) never chooses the policy.
+    private func report(_ problem: AppAttestProblem, keyID: KeyID?, guarding appIDs: Set<AppID>?, logger: Logger)
+        throws(AppAttestProblem) -> AppAttestReport
     {
-        guard await service.enforcement(ofKey: keyID) == .report else { throw problem }
+        guard service.enforcement(guarding: appIDs) == .report else { throw problem }
         service.recordReportedRefusal(code: problem.code, keyID: keyID, logger: logger)
         return AppAttestReport(problem: problem, keyID: keyID)
     }

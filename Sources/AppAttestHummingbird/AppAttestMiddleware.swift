@@ -1,5 +1,5 @@
 #if Hummingbird
-import AppAttest
+public import AppAttest
 public import AppAttestHTTP
 import AppAttestStore
 public import AppAttestLifecycle
@@ -35,19 +35,26 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
     public let maximumBodySize: Int
     /// How the guarded requests prove they are fresh.
     public let freshness: AppAttestFreshness
+    /// The App IDs whose apps call the guarded routes (nil: every App ID the service accepts): refusals are let
+    /// through unverified only when every one of them is in report mode.
+    public let appIDs: Set<AppID>?
 
     /// - Parameters:
     ///   - service: the service that verifies assertions and keeps counters.
     ///   - maximumBodySize: the largest request body accepted (413 beyond it); the body is hashed into the client data.
     ///   - rateLimiter: limits assertions per key (429 beyond it).
     ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
+    ///   - appIDs: the App IDs whose apps call the guarded routes, for report-only enforcement
+    ///     (`AppAttestService.enforcement(guarding:)`); nil for every App ID the service accepts.
     public init(
         service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
-        rateLimiter: AppAttestRateLimiter? = nil, freshness: AppAttestFreshness = .challengePerRequest
+        rateLimiter: AppAttestRateLimiter? = nil, freshness: AppAttestFreshness = .challengePerRequest,
+        appIDs: Set<AppID>? = nil
     ) {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
         self.maximumBodySize = maximumBodySize
         self.freshness = freshness
+        self.appIDs = appIDs
     }
 
     /// Collects the body once (it is hashed into the client data and then handed on), verifies, and passes the
@@ -91,7 +98,8 @@ public struct AppAttestMiddleware<Context: AuthRequestContext<AttestedDevice>>: 
     private func admit(_ request: Request, body: ByteBuffer, context: Context) async throws -> AppAttestAdmission {
         do {
             return try await operations.admit(
-                request.head, body: body.readableBytesView, freshness: freshness, logger: context.logger)
+                request.head, body: body.readableBytesView, freshness: freshness, guarding: appIDs,
+                logger: context.logger)
         } catch {
             context.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
             throw error

@@ -12,18 +12,16 @@ extension AppAttestService {
     /// it on SIGHUP). Requests already past a decision keep it.
     public func replacePolicies(_ policies: Policies) { policyState.replace(policies) }
 
-    /// The enforcement that applies to a refusal of `keyID`'s request: its App ID's (from the key cache, else the
-    /// store), or the default policy's when the key or its App ID cannot be read (an unknown key, a store down).
-    public func enforcement(ofKey keyID: KeyID?) async -> Enforcement {
+    /// The enforcement of requests that may come from the apps of `appIDs` (nil: every App ID this service accepts):
+    /// ``Enforcement/report`` only when every one of them reports, so that nothing a request names (a keyId, a missing
+    /// header) can choose a lenient policy: a route shared by an enforcing and a reporting App ID enforces.
+    public func enforcement(guarding appIDs: Set<AppID>? = nil) -> Enforcement {
         let policies = policies
-        // Without any App ID reporting, nothing to look up.
-        if policies.defaultPolicy.enforcement == .enforce
-            && !policies.apps.values.contains(where: { $0.enforcement == .report })
-        {
+        let guarded = appIDs ?? Set(verifier.configuration.apps.keys)
+        guard !guarded.isEmpty, guarded.allSatisfy({ policies.policy(for: $0).enforcement == .report }) else {
             return .enforce
         }
-        guard let keyID, let appID = try? await appID(ofKey: keyID) else { return policies.defaultPolicy.enforcement }
-        return policies.policy(for: appID).enforcement
+        return .report
     }
 
     /// Records a refusal that report-only enforcement lets through: the metric `appattest_reported_refusals_total`
@@ -50,7 +48,9 @@ extension AppAttestService {
     /// Deletes the events older than ``eventRetention``; returns how many.
     public func purgeExpiredEvents() async throws(AppAttestServiceError) -> Int {
         let cutoff = now().addingTimeInterval(-eventRetention)
-        return try await run { () async throws(StoreError) -> Int in try await store.purgeKeyEvents(before: cutoff) }
+        return try await run { () async throws(StoreError) -> Int in
+            try await store.purgeKeyEvents(before: cutoff, batchSize: 10_000)
+        }
     }
 
     // MARK: Helpers
@@ -63,9 +63,13 @@ extension AppAttestService {
         return verifier.configuration.apps.keys.first { $0.rpIDHash == hash }
     }
 
-    /// Takes one attestation from the App ID's budget (nil: the bucket of unnamed App IDs), shared through the store by
-    /// every instance on it.
-    func spendAttestationBudget(_ policy: AppPolicy, appID: AppID?) async throws(AppAttestServiceError) {
+    /// Takes one attestation from the App ID's budget (nil, or an App ID this service does not accept: the bucket of
+    /// unnamed App IDs), shared through the store by every instance on it.
+    func spendAttestationBudget(appID named: AppID?) async throws(AppAttestServiceError) {
+        let accepted = verifier.configuration.apps
+        let appID =
+            named.flatMap { accepted[$0] != nil ? $0 : nil } ?? (accepted.count == 1 ? accepted.keys.first : nil)
+        let policy = policies.policy(for: appID)
         guard let rate = policy.attestationsPerSecond else { return }
         let bucket = "attestations:\(appID?.rawValue ?? "*")"
         let time = now()
@@ -80,9 +84,17 @@ extension AppAttestService {
             retryAfter: wait)
     }
 
-    /// Writes an attestation's refusal to the key's events (its challenge was consumed, so their number is bounded by
-    /// the challenges issued); a store that cannot write it does not change the answer.
-    func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID) async {
+    /// The verifier's refusals that come after the keyId was proven: the chain to Apple's root, the nonce over this
+    /// challenge and SHA-256 of the certified key all held, so the object is the device's for this key and nobody else
+    /// can write a refusal under it.
+    static let refusalsOfAProvenKey: Set<AppAttestError.Code> = [
+        .appIdMismatch, .counterNotZero, .environmentMismatch, .credentialIdMismatch, .publicKeyMismatch,
+    ]
+
+    /// Writes an attestation's refusal to the key's events, when the refusal came after the keyId was proven
+    /// (``refusalsOfAProvenKey``, or the receipt); a store that cannot write it does not change the answer.
+    func recordAttestationRefusal(_ refusal: AppAttestServiceError, keyID: KeyID, proven: Bool) async {
+        guard proven else { return }
         let code = refusal.verification?.code.description ?? refusal.code.name
         FleetMetrics.keyEvent(.attestationRefused, metricsFactory)
         let event = KeyEvent(keyID: keyID, kind: .attestationRefused, time: now(), detail: code)

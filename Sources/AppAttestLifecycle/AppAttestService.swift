@@ -125,9 +125,9 @@ public struct AppAttestService: Sendable {
     ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.
     ///   - userID: reserve it for one user.
     ///   - issuer: who asks (a caller's name, a client's address), to bound what one issuer may hold; nil for none.
-    ///   - appID: for an attestation challenge, the App ID whose budget pays for it; nil for the only configured App
-    ///     ID, or, when several are configured, a budget shared by the attestations of unnamed App IDs under the
-    ///     default policy.
+    ///   - appID: for an attestation challenge, the App ID whose budget pays for it; nil (or an App ID this service
+    ///     does not accept) for the only accepted App ID, or, when several are accepted, a budget shared by the
+    ///     attestations of unnamed App IDs under the default policy.
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `invalidUserID`, `tooManyChallenges`,
     ///   `attestationBudgetExhausted`, `storeUnavailable`.
     public func issueChallenge(
@@ -137,11 +137,6 @@ public struct AppAttestService: Sendable {
         -> IssuedChallenge
     {
         try Self.checkUserID(userID)
-        if purpose == Purpose.attestation {
-            let budgetApp =
-                appID ?? (verifier.configuration.apps.count == 1 ? verifier.configuration.apps.keys.first : nil)
-            try await spendAttestationBudget(policies.policy(for: budgetApp), appID: budgetApp)
-        }
         let time = now()
         if let keyID {
             // Reservations are for keys that can use them: an unknown key's would only fill the store.
@@ -164,6 +159,9 @@ public struct AppAttestService: Sendable {
                 )
             }
         }
+        // The budget last, once the challenge is sure to be issued: a request refused for the limits above spends
+        // nothing, so that nobody drains the budget with requests that are refused anyway.
+        if purpose == Purpose.attestation { try await spendAttestationBudget(appID: appID) }
         let bytes = Self.randomChallenge()
         let expiresAt = time.addingTimeInterval(challengeLifetime)
         let record = ChallengeRecord(
@@ -230,7 +228,8 @@ public struct AppAttestService: Sendable {
                 attestationObject, keyID: keyID, challenge: challenge, timeline: &timeline)
         } catch {
             let refusal = AppAttestServiceError(.verificationFailed, error.reason, verification: error)
-            await recordAttestationRefusal(refusal, keyID: keyID)
+            await recordAttestationRefusal(
+                refusal, keyID: keyID, proven: Self.refusalsOfAProvenKey.contains(error.code))
             throw refusal
         }
         var riskMetric: Int?
@@ -241,7 +240,7 @@ public struct AppAttestService: Sendable {
             } catch {
                 let refusal = AppAttestServiceError(
                     .verificationFailed, "receipt: \(error.reason)", verification: error)
-                await recordAttestationRefusal(refusal, keyID: keyID)
+                await recordAttestationRefusal(refusal, keyID: keyID, proven: true)
                 throw refusal
             }
         }

@@ -39,16 +39,28 @@ extension PostgresAppAttestStore {
         }
     }
 
-    public func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int {
-        let seconds = time.timeIntervalSince1970
-        return try await perform { client, logger -> Int in
-            var count = 0
-            for try await _ in try await client.query(
-                "DELETE FROM app_attest_key_events WHERE time < \(seconds) RETURNING 1", logger: logger)
-            {
-                count += 1
+    public func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int {
+        // A batch an operation, each within the operation timeout, so that a large backlog makes progress.
+        let seconds = time.timeIntervalSince1970, batch = Int64(max(1, limit))
+        var total = 0
+        while true {
+            let deleted = try await perform { client, logger -> Int in
+                var count = 0
+                for try await value in try await client.query(
+                    """
+                    WITH deleted AS (
+                        DELETE FROM app_attest_key_events WHERE id IN (
+                            SELECT id FROM app_attest_key_events WHERE time < \(seconds) LIMIT \(batch))
+                        RETURNING 1)
+                    SELECT count(*) FROM deleted
+                    """, logger: logger
+                ).decode(Int64.self) {
+                    count = Int(value)
+                }
+                return count
             }
-            return count
+            total += deleted
+            if deleted < Int(batch) { return total }
         }
     }
 

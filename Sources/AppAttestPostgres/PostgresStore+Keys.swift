@@ -19,10 +19,11 @@ extension PostgresAppAttestStore {
         let outcome = try await perform { client, logger -> [Data]? in
             try await client.withTransaction(logger: logger) { connection -> [Data]? in
                 if let userID, keep != nil {
-                    // One registration of a user at a time, so that concurrent ones never leave more active keys
-                    // than the limit (each would otherwise count without the other's uncommitted key).
+                    // One registration of a user of an App ID at a time, so that concurrent ones never leave more
+                    // active keys than the limit (each would otherwise count without the other's uncommitted key).
+                    let owner = "\(appID) \(userID)"
                     try await connection.query(
-                        "SELECT pg_advisory_xact_lock(hashtextextended(\(userID), 7061)::bigint)", logger: logger)
+                        "SELECT pg_advisory_xact_lock(hashtextextended(\(owner), 7061)::bigint)", logger: logger)
                 }
                 let rows = try await connection.query(
                     """
@@ -46,7 +47,7 @@ extension PostgresAppAttestStore {
                     """
                     UPDATE app_attest_keys SET revoked_at = \(created) WHERE key_id IN (
                         SELECT key_id FROM app_attest_keys
-                        WHERE user_id = \(userID) AND revoked_at IS NULL AND key_id <> \(keyID)
+                        WHERE user_id = \(userID) AND app_id = \(appID) AND revoked_at IS NULL AND key_id <> \(keyID)
                         ORDER BY created_at DESC, key_id DESC OFFSET \(keep))
                     RETURNING key_id
                     """, logger: logger

@@ -32,10 +32,18 @@ extension SQLiteAppAttestStore {
         }
     }
 
-    public func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM key_events WHERE time < ?", arguments: [time.timeIntervalSince1970])
-            return db.changesCount
+    public func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int {
+        // A batch a transaction, so that the one writer is never held for long: acceptances commit in between.
+        var total = 0
+        while true {
+            let deleted = try await write { db in
+                try db.execute(
+                    sql: "DELETE FROM key_events WHERE id IN (SELECT id FROM key_events WHERE time < ? LIMIT ?)",
+                    arguments: [time.timeIntervalSince1970, max(1, limit)])
+                return db.changesCount
+            }
+            total += deleted
+            if deleted < max(1, limit) { return total }
         }
     }
 

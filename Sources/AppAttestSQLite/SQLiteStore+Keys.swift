@@ -32,16 +32,17 @@ extension SQLiteAppAttestStore {
                 try Self.appendEvent(KeyEvent(keyID: record.keyID, kind: .attested, time: record.createdAt), db)
                 var superseded: [KeyID] = []
                 if let userID = record.userID, let limit = maximumKeysPerUser {
-                    // The user's active keys, newest first, beyond the limit with the new one counted. SQLite has one
-                    // writer at a time: nothing registers for this user meanwhile.
+                    // The user's active keys of this App ID, newest first, beyond the limit with the new one counted.
+                    // SQLite has one writer at a time: nothing registers for this user meanwhile.
                     let rows = try Row.fetchAll(
                         try db.cachedStatement(
                             sql: """
                                 SELECT keys.key_id FROM keys JOIN key_counters ON key_counters.key_id = keys.key_id
-                                WHERE keys.user_id = ? AND key_counters.revoked_at IS NULL AND keys.key_id <> ?
+                                WHERE keys.user_id = ? AND keys.app_id = ? AND key_counters.revoked_at IS NULL
+                                    AND keys.key_id <> ?
                                 ORDER BY keys.created_at DESC, keys.key_id DESC LIMIT -1 OFFSET ?
                                 """),
-                        arguments: [userID, Data(record.keyID.rawValue), max(0, limit - 1)])
+                        arguments: [userID, record.key.appID.rawValue, Data(record.keyID.rawValue), max(0, limit - 1)])
                     for row in rows {
                         let old = try Self.keyID(row[0])
                         try db.cachedStatement(

@@ -148,7 +148,9 @@ public final class AppAttestServer: Sendable {
 
     /// Applies what a configuration reload may change (`appattest serve` does it on SIGHUP): the bearer tokens (as
     /// ``reloadTokens(_:)``) and each App ID's enforcement, attestation budget and keys per user. Everything is
-    /// checked first: a bad value changes nothing, and the error names its key.
+    /// checked first: a bad value changes nothing, and the error names its key. App IDs and their environments take
+    /// a restart (a change is logged as a warning); `serve` applies the environment variables over the file again, so
+    /// a setting given by an `APPATTEST_*` variable keeps its value.
     /// - Returns: the names of the tokens now accepted.
     @discardableResult
     public func reload(_ reloaded: ServerConfiguration) throws(ServerConfigurationError) -> [String] {
@@ -158,8 +160,12 @@ public final class AppAttestServer: Sendable {
         check.enforcement = reloaded.enforcement
         check.attestationsPerSecond = reloaded.attestationsPerSecond
         check.maximumKeysPerUser = reloaded.maximumKeysPerUser
-        _ = try check.verifierConfiguration()
+        let reloadedApps = try check.verifierConfiguration()?.apps
         let policies = try check.policies()
+        if let service, reloadedApps != service.verifier.configuration.apps {
+            // The verifier is built once: App IDs and their environments take a restart.
+            logger.warning("reload: App IDs and environments changed in the file take effect at the next start")
+        }
         let names = try reloadTokens(reloaded.tokens)
         if let service, service.policies != policies {
             service.replacePolicies(policies)

@@ -59,10 +59,13 @@ extension AppAttestServer {
                 // The same operation as every front end's (AppAttestHTTPOperations); a caller limited to some App
                 // IDs is refused keys of others before anything is verified.
                 do throws(AppAttestProblem) {
+                    // Report-only enforcement when every App ID this caller may see reports; its scope is always
+                    // enforced.
                     let verdict = try await operations.verifyOrReport(
                         try AppAttestAssertionInput(json: bytes),
                         timestampWindow: .seconds(self.configuration.timestampWindowSeconds), now: self.now(),
-                        logger: context.logger, authorize: { keyID in await self.outOfScope(keyID, context.scope) })
+                        guarding: context.scope?.appIDs, logger: context.logger,
+                        authorize: { keyID in await self.outOfScope(keyID, context.scope) })
                     switch verdict {
                     case .verified(let authenticated):
                         var response = AppAttestKeyDocument(authenticated.record)
@@ -135,7 +138,9 @@ extension AppAttestServer {
         // The App ID whose attestation budget pays: named, else the caller's only one.
         var appID: AppID?
         if let text = body.appId {
-            guard let named = try? AppID(text) else { return .problem(.malformed("appId is not an App ID")) }
+            guard let named = try? AppID(text), operations.service.verifier.configuration.apps[named] != nil else {
+                return .problem(.malformed("appId is not an App ID this server accepts"))
+            }
             guard caller?.covers(named) ?? true else { return .problem(Self.forbidden) }
             appID = named
         } else if let only = caller?.appIDs, only.count == 1 {

@@ -34,9 +34,10 @@ public protocol AppAttestStore: Sendable {
     func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int
 
     /// Inserts a key unless its keyId is already stored, with its ``KeyEvent/Kind/attested`` event. When it is
-    /// inserted with a user and `maximumKeysPerUser` is given, that user's oldest active keys beyond the limit (the new
-    /// one counted) are revoked, each with a ``KeyEvent/Kind/superseded`` event; all in one transaction, serialized per
-    /// user, so that concurrent registrations of one user never leave more than the limit active.
+    /// inserted with a user and `maximumKeysPerUser` is given, that user's oldest active keys of the same App ID beyond
+    /// the limit (the new one counted) are revoked, each with a ``KeyEvent/Kind/superseded`` event; all in one
+    /// transaction, serialized per user and App ID, so that concurrent registrations never leave more than the limit
+    /// active.
     func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion
 
     /// The key with this id.
@@ -78,8 +79,9 @@ public protocol AppAttestStore: Sendable {
     /// The latest `limit` events of a key, oldest first.
     func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent]
 
-    /// Deletes the events that happened before `time` (the audit trail's retention); returns how many.
-    func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int
+    /// Deletes the events that happened before `time` (the audit trail's retention), in batches of at most `limit`
+    /// each a transaction of its own, until none is left; returns how many.
+    func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int
 
     /// Takes one token from the bucket `name`, which refills at `rate` tokens per second up to `burst`, atomically
     /// for every process that shares this store (a fleet's budget, not one instance's).

@@ -52,14 +52,21 @@ public struct KeyEvent: Sendable, Hashable {
         self.detail = detail.map(Self.bounded)
     }
 
-    /// `text` cut to ``maximumDetailLength`` bytes at a character boundary, control characters replaced by spaces,
-    /// so that a stored detail can be shown on a terminal as it is.
+    /// `text` cut to ``maximumDetailLength`` bytes at a character boundary, with control, format (bidirectional
+    /// overrides, zero-width characters) and line or paragraph separator characters replaced by spaces, so that a stored
+    /// detail can be shown on a terminal as it is.
     static func bounded(_ text: String) -> String {
         var result = ""
         for character in text {
             let clean: Character =
-                character.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
-                ? " " : character
+                character.unicodeScalars.contains {
+                    switch $0.properties.generalCategory {
+                    case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse,
+                        .unassigned:
+                        return true
+                    default: return false
+                    }
+                } ? " " : character
             guard result.utf8.count + String(clean).utf8.count <= maximumDetailLength else { break }
             result.append(clean)
         }

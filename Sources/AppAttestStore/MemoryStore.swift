@@ -70,8 +70,11 @@ public actor MemoryAppAttestStore: AppAttestStore {
         events[record.keyID, default: []].append(KeyEvent(keyID: record.keyID, kind: .attested, time: record.createdAt))
         var superseded: [KeyID] = []
         if let userID = record.userID, let limit = maximumKeysPerUser {
-            let others = keys.values.filter { $0.userID == userID && $0.revokedAt == nil && $0.keyID != record.keyID }
-                .sorted { ($0.createdAt, $0.keyID.base64EncodedString) > ($1.createdAt, $1.keyID.base64EncodedString) }
+            let others = keys.values.filter {
+                $0.userID == userID && $0.key.appID == record.key.appID && $0.revokedAt == nil
+                    && $0.keyID != record.keyID
+            }
+            .sorted { ($0.createdAt, $0.keyID.base64EncodedString) > ($1.createdAt, $1.keyID.base64EncodedString) }
             for old in others.dropFirst(max(0, limit - 1)) {
                 keys[old.keyID]?.revokedAt = record.createdAt
                 events[old.keyID, default: []].append(
@@ -141,7 +144,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
         Array((events[keyID] ?? []).suffix(max(0, limit)))
     }
 
-    public func purgeKeyEvents(before time: Date) throws(StoreError) -> Int {
+    public func purgeKeyEvents(before time: Date, batchSize limit: Int) throws(StoreError) -> Int {
         var purged = 0
         for (keyID, list) in events {
             let kept = list.filter { $0.time >= time }

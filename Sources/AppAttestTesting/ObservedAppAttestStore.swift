@@ -74,8 +74,8 @@ package struct ObservedAppAttestStore: AppAttestStore {
     package func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent] {
         try await inner.keyEvents(keyID, limit: limit)
     }
-    package func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int {
-        try await inner.purgeKeyEvents(before: time)
+    package func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int {
+        try await inner.purgeKeyEvents(before: time, batchSize: limit)
     }
     package func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
         -> TimeInterval?

@@ -39,7 +39,7 @@ public struct UnavailableAppAttestStore: AppAttestStore {
     { throw fail() }
     public func appendKeyEvent(_ event: KeyEvent) async throws(StoreError) { throw fail() }
     public func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent] { throw fail() }
-    public func purgeKeyEvents(before time: Date) async throws(StoreError) -> Int { throw fail() }
+    public func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int { throw fail() }
     public func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
         -> TimeInterval?
     { throw fail() }

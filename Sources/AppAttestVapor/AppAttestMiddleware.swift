@@ -1,5 +1,5 @@
 #if Vapor
-import AppAttest
+public import AppAttest
 public import AppAttestHTTP
 import AppAttestStore
 public import AppAttestLifecycle
@@ -40,20 +40,26 @@ public struct AppAttestMiddleware: AsyncMiddleware {
     public let refusals: Refusals
     /// How the guarded requests prove they are fresh.
     public let freshness: AppAttestFreshness
+    /// The App IDs whose apps call the guarded routes (nil: every App ID the service accepts): refusals are let
+    /// through unverified only when every one of them is in report mode.
+    public let appIDs: Set<AppID>?
 
     /// - Parameters:
     ///   - rateLimiter: limits assertions per key (429 beyond it).
     ///   - refusals: errors thrown to the error middleware (the default), or problem documents answered here.
     ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
+    ///   - appIDs: the App IDs whose apps call the guarded routes, for report-only enforcement
+    ///     (`AppAttestService.enforcement(guarding:)`); nil for every App ID the service accepts.
     public init(
         service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
         rateLimiter: AppAttestRateLimiter? = nil, refusals: Refusals = .thrown,
-        freshness: AppAttestFreshness = .challengePerRequest
+        freshness: AppAttestFreshness = .challengePerRequest, appIDs: Set<AppID>? = nil
     ) {
         self.operations = AppAttestHTTPOperations(service: service, rateLimiter: rateLimiter)
         self.maximumBodySize = maximumBodySize
         self.refusals = refusals
         self.freshness = freshness
+        self.appIDs = appIDs
     }
 
     /// Collects the body once, verifies, logs the device in and passes the request on; refuses everything else.
@@ -68,7 +74,7 @@ public struct AppAttestMiddleware: AsyncMiddleware {
         let admission: AppAttestAdmission
         do {
             admission = try await operations.admit(
-                head, body: body.readableBytesView, freshness: freshness, logger: request.logger)
+                head, body: body.readableBytesView, freshness: freshness, guarding: appIDs, logger: request.logger)
         } catch {
             request.logger.info("App Attest assertion refused", metadata: ["code": "\(error.code)"])
             return try refuse(error)

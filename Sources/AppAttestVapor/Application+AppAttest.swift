@@ -1,5 +1,5 @@
 #if Vapor
-import AppAttest
+public import AppAttest
 public import AppAttestHTTP
 import AppAttestStore
 public import AppAttestLifecycle
@@ -62,11 +62,11 @@ public struct AppAttestApplication: Sendable {
     public func middleware(
         maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
         rateLimiter: AppAttestRateLimiter? = nil, refusals: AppAttestMiddleware.Refusals = .thrown,
-        freshness: AppAttestFreshness = .challengePerRequest
+        freshness: AppAttestFreshness = .challengePerRequest, appIDs: Set<AppID>? = nil
     ) -> AppAttestMiddleware {
         AppAttestMiddleware(
             service: service, maximumBodySize: maximumBodySize, rateLimiter: rateLimiter, refusals: refusals,
-            freshness: freshness)
+            freshness: freshness, appIDs: appIDs)
     }
 
     /// The challenge and attestation routes, on the installed service.

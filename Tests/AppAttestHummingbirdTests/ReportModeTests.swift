@@ -63,29 +63,50 @@ struct ReportModeTests {
         }
     }
 
-    @Test("only the App IDs in report mode let refusals through")
+    @Test("a route is reported only when every App ID it serves reports: a keyId cannot choose the lenient policy")
     func perAppID() async throws {
+        let other = try AppID("OTHER12345.com.example.other")
         let service = AppAttestService(
             verifier: try AppAttestVerifier(
-                configuration: .init(appID: M.appID, environment: .production, trustAnchor: M.authority.trustAnchor)),
+                configuration: .init(
+                    apps: [M.appID: [.production], other: [.production]], trustAnchor: M.authority.trustAnchor)),
             store: MemoryAppAttestStore(),
             policies: .init(apps: [M.appID: .init(enforcement: .report)]))
+        let router = Router(context: AppAttestRequestContext.self)
+        router.addRoutes(AppAttestRoutes(service: service).collection, atPath: "appattest")
+        // One route for both apps (enforced: the other App ID enforces), one for the reporting app alone.
+        for (path, appIDs) in [("both", Set<AppID>?.none), ("reporting", Set([M.appID]))] {
+            router.group(RouterPath(path)).add(
+                middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096, appIDs: appIDs)
+            )
+            .post("order") { _, context in
+                if let device = context.identity { return "verified \(device.counter)" }
+                return "unverified \(AppAttestReport.current?.problem.code ?? "-")"
+            }
+        }
         let device = try SimulatedDevice(authority: M.authority, appID: M.appID)
         let tests = M()
-        try await Application(router: Self.makeRouter(service)).test(.router) { client in
+        try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
-            let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
-            var headers = try tests.signed(device, path: "/api/order", body: "", challenge: challenge)
-            _ = try await client.execute(uri: "/api/order", method: .post, headers: headers)
-            // The key's App ID reports: its replay runs unverified.
-            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
-                #expect(String(buffer: response.body) == "unverified counterNotIncreasing")
-            }
-            // A key the server does not know has no App ID to read: the default policy, enforce.
-            let stranger = try SimulatedDevice(authority: M.authority, appID: M.appID)
-            headers = try tests.signed(stranger, path: "/api/order", body: "", challenge: challenge)
-            try await client.execute(uri: "/api/order", method: .post, headers: headers) { response in
-                #expect(response.status == .unauthorized && tests.code(response) == "unknownKey")
+            for path in ["/both/order", "/reporting/order"] {
+                let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
+                let headers = try tests.signed(device, path: path, body: "", challenge: challenge)
+                _ = try await client.execute(uri: path, method: .post, headers: headers)
+                // The replay of a key of the reporting App ID, and a request without headers.
+                try await client.execute(uri: path, method: .post, headers: headers) { response in
+                    if path == "/both/order" {
+                        #expect(response.status == .conflict && tests.code(response) == "counterNotIncreasing")
+                    } else {
+                        #expect(String(buffer: response.body) == "unverified counterNotIncreasing")
+                    }
+                }
+                try await client.execute(uri: path, method: .post) { response in
+                    if path == "/both/order" {
+                        #expect(response.status == .unauthorized && tests.code(response) == "missingAssertion")
+                    } else {
+                        #expect(String(buffer: response.body) == "unverified missingAssertion")
+                    }
+                }
             }
         }
     }

@@ -32,27 +32,38 @@ struct FleetServeTests {
             """
     }
 
+    static let scoped = "token-of-the-app-backend-reporting"
+
     @Test(
-        "report mode: a refusal answers 200 with enforced false and its code, is counted, and a reload enforces it",
+        "report mode: a caller whose App IDs all report gets 200 enforced false; a reload enforces; others are refused",
         arguments: Database.available)
     func reportThenEnforce(_ database: Database) async throws {
         let device = try SimulatedDevice(authority: F.authority, appID: F.appID)
-        try await F.withServer(database: database, { $0.apps[0].enforcement = "report" }) { server, client in
+        let change: (inout ServerConfiguration) -> Void = { configuration in
+            configuration.apps[0].enforcement = "report"
+            configuration.apps.append(.init(appId: "OTHER12345.com.example.other", environments: ["production"]))
+            configuration.tokens.append(.init(name: "app-backend", token: Self.scoped, appIds: [F.appID.rawValue]))
+        }
+        try await F.withServer(database: database, change) { server, client in
             try await tests.register(client, device)
             let first = try assertion(device, "order 1", counter: 5)
-            var response = try await tests.post(client, "/v1/assertions/verify", first)
+            var response = try await tests.post(client, "/v1/assertions/verify", first, token: Self.scoped)
             #expect(response.status == .ok && F.json(response)["counter"] as? Int == 5)
-            // The same assertion again: a replay, reported, not enforced.
-            response = try await tests.post(client, "/v1/assertions/verify", first)
+            // The same assertion again: a replay, reported, not enforced, for the caller of the reporting App ID.
+            response = try await tests.post(client, "/v1/assertions/verify", first, token: Self.scoped)
             #expect(response.status == .ok)
             var body = F.json(response)
             #expect(body["enforced"] as? Bool == false && body["code"] as? String == "counterNotIncreasing")
             #expect(body["action"] as? String == "refetchChallenge" && body["status"] as? Int == 409)
             #expect(body["keyId"] as? String == device.keyID.base64EncodedString)
-            // A key no App ID can be read for is judged by the default policy: enforced.
+            // A caller that sees the enforcing App ID too: refused, whatever key the request names.
+            response = try await tests.post(client, "/v1/assertions/verify", first)
+            #expect(response.status == .conflict && F.json(response)["code"] as? String == "counterNotIncreasing")
+            // The caller's scope is never reported: a key it cannot see is 404.
             let stranger = try SimulatedDevice(authority: F.authority, appID: F.appID)
-            response = try await tests.post(client, "/v1/assertions/verify", try assertion(stranger, "x"))
-            #expect(response.status == .unauthorized && F.json(response)["code"] as? String == "unknownKey")
+            response = try await tests.post(
+                client, "/v1/assertions/verify", try assertion(stranger, "x"), token: Self.scoped)
+            #expect(response.status == .notFound && F.json(response)["code"] as? String == "unknownKey")
             let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
             #expect(
                 metrics.contains(#"appattest_reported_refusals_total{code="counterNotIncreasing"} 1"#), "\(metrics)")
@@ -64,12 +75,12 @@ struct FleetServeTests {
             do { try server.reload(reloaded) } catch {
                 #expect("\(error)".contains("apps[\(F.appID.rawValue)].enforcement"))
             }
-            response = try await tests.post(client, "/v1/assertions/verify", first)
+            response = try await tests.post(client, "/v1/assertions/verify", first, token: Self.scoped)
             #expect(response.status == .ok && F.json(response)["enforced"] as? Bool == false)
             // Reloaded to enforce: the replay is refused.
             reloaded.apps[0].enforcement = "enforce"
             try server.reload(reloaded)
-            response = try await tests.post(client, "/v1/assertions/verify", first)
+            response = try await tests.post(client, "/v1/assertions/verify", first, token: Self.scoped)
             body = F.json(response)
             #expect(response.status == .conflict && body["code"] as? String == "counterNotIncreasing")
         }

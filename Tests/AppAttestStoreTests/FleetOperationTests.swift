@@ -42,6 +42,28 @@ struct FleetOperationTests {
         _ = try await budget.service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
     }
 
+    @Test("a challenge refused for the challenge limits spends nothing of the budget", arguments: Backend.available)
+    func refusedChallengesSpendNothing(_ backend: Backend) async throws {
+        let harness = try await Harness(
+            backend, start: Date(timeIntervalSince1970: 4_200_000_000 + .random(in: 0..<1_000_000)),
+            policies: Self.tight)
+        defer { harness.close() }
+        let appID = try AppID("BUDGET1234.com.example.limits\(UInt32.random(in: 0...UInt32.max))")
+        let clock = harness.clock
+        let service = AppAttestService(
+            verifier: try Budget.verifier(appID), store: harness.store, challengeLimits: .init(perIssuer: 1),
+            policies: Self.tight, now: { clock.now })
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "flooder")
+        // The flooder's further requests are refused for its share, and spend nothing: 20 of them.
+        for _ in 0..<20 {
+            await expectServiceError(.tooManyChallenges) {
+                _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "flooder")
+            }
+        }
+        // The budget's second token is still there for somebody else.
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "device")
+    }
+
     @Test("two services on one store share the budget", arguments: Backend.available.filter { $0 != .memory })
     func sharedBudget(_ backend: Backend) async throws {
         let harness = try await Harness(
@@ -123,18 +145,27 @@ struct FleetOperationTests {
         #expect(events.map(\.time) == [0, 1, 2].map { Date(timeIntervalSince1970: 1_400_000_000 + $0) })
         #expect(try await harness.service.events(ofKey: device.keyID, limit: 1).map(\.kind) == [.receiptRefreshed])
 
-        // An attestation refused after its challenge was consumed: the refusal is in the events of a key never stored.
+        // An attestation refused after the object proved to be the key's (a wrong App ID): in the events of a key never
+        // stored. One that does not prove the keyId (another key's object under this keyId) writes nothing, so that
+        // nobody can write refusals under somebody else's key.
         let refused = try harness.device()
-        let (object, challenge) = try await harness.attest(refused)
+        var (object, challenge) = try await harness.attest(refused)
         let stranger = try harness.device()
         await expectServiceError(.verificationFailed) {
             _ = try await harness.service.registerAttestation(object, keyID: stranger.keyID, challenge: challenge)
         }
-        let refusal = try await harness.service.events(ofKey: stranger.keyID)
-        #expect(refusal.map(\.kind) == [.attestationRefused] && refusal.first?.detail == "keyIdMismatch")
         await expectServiceError(.unknownKey, "no key, no events") {
-            _ = try await harness.service.events(ofKey: try harness.device().keyID)
+            _ = try await harness.service.events(ofKey: stranger.keyID)
         }
+        challenge = try await harness.service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
+        var options = SimulatedDevice.AttestationOptions()
+        options.appID = try AppID("OTHER12345.com.example.other")
+        object = try refused.attest(challenge: challenge, options)
+        await expectServiceError(.verificationFailed) {
+            _ = try await harness.service.registerAttestation(object, keyID: refused.keyID, challenge: challenge)
+        }
+        let refusal = try await harness.service.events(ofKey: refused.keyID)
+        #expect(refusal.map(\.kind) == [.attestationRefused] && refusal.first?.detail == "appIdMismatch")
 
         // Past the retention (90 days by default) the purge deletes them.
         harness.clock.advance(91 * 86_400)
