@@ -193,8 +193,14 @@ public struct AppAttestHTTPOperations: Sendable {
     /// it may come from (`AppAttestService.enforcement(guarding:)`): when every one of them reports, a refusal is
     /// recorded (metric, log line) and returned as ``AppAttestVerdict/reported(_:)`` instead of thrown. A refusal of
     /// `authorize` (a caller's scope) is always thrown.
-    /// - Parameter appIDs: the App IDs whose requests this operation judges (a caller's scope); nil for every App ID
-    ///   the service accepts.
+    /// - Parameters:
+    ///   - input: the assertion as it arrived.
+    ///   - timestampWindow: how far a signed timestamp may be from `now`, either way.
+    ///   - now: the server's clock.
+    ///   - appIDs: the App IDs whose requests this operation judges (a caller's scope); nil for every App ID the
+    ///     service accepts.
+    ///   - logger: where a reported refusal is logged.
+    ///   - authorize: sees the keyId before any verification and may refuse it (always enforced).
     /// - Throws: the refusal as a problem, when enforced.
     public func verifyOrReport(
         _ input: AppAttestAssertionInput, timestampWindow: Duration = .seconds(60), now: Date = Date(),
@@ -212,7 +218,13 @@ public struct AppAttestHTTPOperations: Sendable {
     /// Verifies the assertion of a protected request as ``authenticate(_:body:freshness:now:)`` does, under the
     /// enforcement of the App IDs whose apps send it (as ``verifyOrReport(_:timestampWindow:now:guarding:logger:authorize:)``);
     /// a request without App Attest header fields (an app version from before App Attest) is judged the same way.
-    /// - Parameter appIDs: the App IDs whose apps call the guarded routes; nil for every App ID the service accepts.
+    /// - Parameters:
+    ///   - request: the request head as received.
+    ///   - body: the request body, collected once.
+    ///   - freshness: how the request proves it is fresh.
+    ///   - now: the server's clock, for timestamps.
+    ///   - appIDs: the App IDs whose apps call the guarded routes; nil for every App ID the service accepts.
+    ///   - logger: where a reported refusal is logged.
     /// - Throws: the refusal as a problem, when enforced.
     public func admit(
         _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
