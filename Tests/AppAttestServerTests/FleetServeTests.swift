@@ -180,23 +180,11 @@ struct FleetServeTests {
         let appID = try AppID("BUDGET1234.com.example.fleet\(UInt32.random(in: 0...UInt32.max))")
         try F.pem(F.authority.rootCertificate, at: "\(directory)/root.pem")
         let ports = [TestPorts.free(), TestPorts.free()]
+        // One attestation challenge per 50 s (a burst of one refilled at 0.02/s): the test takes a few seconds.
         let processes = try ports.map { port in
-            let process = Process()
-            process.executableURL = ServeOperationTests.appattest
-            process.arguments = ["serve"]
-            var environment = ProcessInfo.processInfo.environment
-            environment["APPATTEST_PORT"] = "\(port)"
-            environment["APPATTEST_DATABASE"] = url
-            environment["APPATTEST_APPS"] = appID.rawValue
-            environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
-            environment["APPATTEST_TESTING_ROOT"] = "\(directory)/root.pem"
-            // One attestation challenge per 50 s (a burst of one refilled at 0.02/s): the test takes a few seconds.
-            environment["APPATTEST_ATTESTATIONS_PER_SECOND"] = "0.02"
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return process
+            try Self.serveProcess(
+                port: port, database: url, appID: appID, directory: directory,
+                environment: ["APPATTEST_ATTESTATIONS_PER_SECOND": "0.02"])
         }
         defer {
             for process in processes {
@@ -212,6 +200,28 @@ struct FleetServeTests {
         }
         #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
         #expect(statuses.filter { $0 == 429 }.count == 5, "\(statuses)")
+    }
+
+    /// Starts `appattest serve` as a process on `port`, trusting the test authority (its root written into
+    /// `directory`), with a caller token `orders:tokenA` and `environment` on top.
+    static func serveProcess(
+        port: Int, database: String, appID: AppID, directory: String, environment extra: [String: String]
+    ) throws -> Process {
+        let process = Process()
+        process.executableURL = ServeOperationTests.appattest
+        process.arguments = ["serve"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["APPATTEST_PORT"] = "\(port)"
+        environment["APPATTEST_DATABASE"] = database
+        environment["APPATTEST_APPS"] = appID.rawValue
+        environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
+        environment["APPATTEST_TESTING_ROOT"] = "\(directory)/root.pem"
+        environment.merge(extra) { _, new in new }
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
     }
 
     static func post(_ url: String, _ body: String) async throws -> (status: UInt, body: [UInt8]) {
@@ -261,21 +271,12 @@ struct ServeTracesTests {
         let directory = try F.directory()
         try F.pem(F.authority.rootCertificate, at: "\(directory)/root.pem")
         let port = TestPorts.free()
-        let process = Process()
-        process.executableURL = ServeOperationTests.appattest
-        process.arguments = ["serve"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["APPATTEST_PORT"] = "\(port)"
-        environment["APPATTEST_DATABASE"] = "sqlite:\(directory)/serve.sqlite"
-        environment["APPATTEST_APPS"] = F.appID.rawValue
-        environment["APPATTEST_TOKENS"] = "orders:\(F.tokenA)"
-        environment["APPATTEST_TESTING_ROOT"] = "\(directory)/root.pem"
-        environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:\(collectorPort)/v1/traces"
-        environment["OTEL_BSP_SCHEDULE_DELAY"] = "200"
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try FleetServeTests.serveProcess(
+            port: port, database: "sqlite:\(directory)/serve.sqlite", appID: F.appID, directory: directory,
+            environment: [
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:\(collectorPort)/v1/traces",
+                "OTEL_BSP_SCHEDULE_DELAY": "200",
+            ])
         defer {
             process.terminate()
             process.waitUntilExit()

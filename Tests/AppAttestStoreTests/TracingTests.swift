@@ -26,14 +26,20 @@ struct TracingTests {
         return result
     }
 
-    @Test("an attestation and an assertion: a span each, children for every step, in order and within the parent")
-    func spans() async throws {
-        let tracer = InMemoryTracer()
-        let service = try service(tracer)
+    /// A simulated device registered on `service`.
+    func register(_ service: AppAttestService) async throws -> SimulatedDevice {
         let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID)
         let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
         _ = try await service.registerAttestation(
             try device.attest(challenge: challenge), keyID: device.keyID, challenge: challenge)
+        return device
+    }
+
+    @Test("an attestation and an assertion: a span each, children for every step, in order and within the parent")
+    func spans() async throws {
+        let tracer = InMemoryTracer()
+        let service = try service(tracer)
+        let device = try await register(service)
         _ = try await service.authenticateAssertion(
             try device.assert(clientData: [1]), clientData: [1], keyID: device.keyID)
         let spans = tracer.finishedSpans
@@ -71,10 +77,7 @@ struct TracingTests {
     func refusal() async throws {
         let tracer = InMemoryTracer()
         let service = try service(tracer)
-        let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID)
-        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
-        _ = try await service.registerAttestation(
-            try device.attest(challenge: challenge), keyID: device.keyID, challenge: challenge)
+        let device = try await register(service)
         var options = SimulatedDevice.AssertionOptions()
         options.corruptSignature = true
         await expectServiceError(.verificationFailed) {
