@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -10,12 +11,17 @@ import Darwin
 package enum TestPorts {
     /// A TCP port on 127.0.0.1 that nothing listens on now, below the kernel's ephemeral range (32768 and up on
     /// Linux, 49152 and up on macOS), so that no outgoing connection of a concurrent test is given it meanwhile.
+    /// A port is handed out once per process: two tests that ask at once never get the same port between the check
+    /// and their servers' bind.
     package static func free() -> Int {
         while true {
             let port = Int.random(in: 20000...32000)
+            guard given.withLock({ $0.insert(port).inserted }) else { continue }
             if isFree(port) { return port }
         }
     }
+
+    private static let given = Mutex<Set<Int>>([])
 
     /// True when a listening socket can be bound to `port` on 127.0.0.1.
     static func isFree(_ port: Int) -> Bool {

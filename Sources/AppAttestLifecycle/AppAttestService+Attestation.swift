@@ -1,0 +1,119 @@
+public import AppAttest
+public import AppAttestStore
+import Foundation
+
+extension AppAttestService {
+    /// Consumes the challenge, verifies the attestation against it and stores the key with counter 0.
+    ///
+    /// Posting the same key, object, challenge and user again within ``challengeLifetime`` of the registration answers
+    /// the registered key, as the first time: an app whose answer was lost cannot attest the key again (a device
+    /// attests each key once), so it sends the same attestation. Nothing is stored twice; a caller that does
+    /// something once per registration (a welcome credit, binding the device to an account) keys it on the keyId,
+    /// as a second delivery of the first post would need anyway.
+    /// - Throws: ``AppAttestServiceError``.
+    public func registerAttestation(
+        _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
+    ) async throws(AppAttestServiceError) -> KeyRecord {
+        let trace = ServiceTrace(tracer, "appattest.attestation")
+        trace?.keyID(keyID)
+        do {
+            let record = try await register(
+                attestationObject, keyID: keyID, challenge: challenge, userID: userID, trace: trace)
+            trace?.end(refusal: nil)
+            return record
+        } catch {
+            trace?.end(refusal: error)
+            throw error
+        }
+    }
+
+    private func register(
+        _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?, trace: ServiceTrace?
+    ) async throws(AppAttestServiceError) -> KeyRecord {
+        try Self.checkUserID(userID)
+        // The attestation budget was spent when its challenge was issued, before the device asked Apple.
+        if let trace { trace.appID(configuredAppID(ofAttestation: attestationObject)) }
+        do {
+            try await step(trace, "appattest.challenge") { () async throws(AppAttestServiceError) in
+                try await consume(challenge, purpose: Purpose.attestation, keyID: keyID, userID: userID)
+            }
+        } catch  where error.code == .challengeUnknown {
+            // The same attestation posted again because its answer was lost: the answer it had the first time.
+            if let registered = try await registeredBefore(
+                attestationObject, keyID: keyID, challenge: challenge, userID: userID)
+            {
+                return registered
+            }
+            throw error
+        }
+        let attested: VerifiedAttestation
+        var timeline = trace.map { _ in VerificationTimeline() }
+        defer { if let timeline { trace?.steps(timeline) } }
+        do {
+            attested = try verifier.verifyAttestation(
+                attestationObject, keyID: keyID, challenge: challenge, timeline: &timeline)
+        } catch {
+            let refusal = AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+            await recordAttestationRefusal(
+                refusal, keyID: keyID, proven: Self.refusalsOfAProvenKey.contains(error.code))
+            throw refusal
+        }
+        var riskMetric: Int?
+        if let receiptValidator {
+            do {
+                riskMetric = try receiptValidator.validate(attested.receipt, expecting: .attestation(attested))
+                    .riskMetric
+            } catch {
+                let refusal = AppAttestServiceError(
+                    .verificationFailed, "receipt: \(error.reason)", verification: error)
+                await recordAttestationRefusal(refusal, keyID: keyID, proven: true)
+                throw refusal
+            }
+        }
+        let time = now()
+        let record = KeyRecord(
+            key: attested.key, userID: userID, receipt: attested.receipt, riskMetric: riskMetric, createdAt: time,
+            receiptUpdatedAt: time, revokedAt: nil)
+        let keysPerUser = policies.policy(for: attested.key.appID).maximumKeysPerUser
+        let insertion = try await step(trace, "appattest.store") { () async throws(AppAttestServiceError) in
+            try await run { () async throws(StoreError) -> KeyInsertion in
+                try await store.insertKey(record, maximumKeysPerUser: keysPerUser)
+            }
+        }
+        switch insertion {
+        case .duplicate(let existing):
+            // A key belongs to one user (“Verifying attestations”); re-registering it is a replay either way.
+            if existing.userID != userID {
+                throw AppAttestServiceError(.keyBoundToAnotherUser, "this key is registered to another user")
+            }
+            throw AppAttestServiceError(.keyAlreadyRegistered, "this key is already registered")
+        case .inserted(let superseded):
+            FleetMetrics.keyEvent(.attested, metricsFactory)
+            for old in superseded {
+                keyCache.remove(old)
+                FleetMetrics.keyEvent(.superseded, metricsFactory)
+            }
+        }
+        keyCache.insert(record)
+        return record
+    }
+
+    /// The key as this very attestation registered it, when the same key, object, challenge and user come again within
+    /// the challenge's lifetime of the registration: an app posts its attestation again when the answer was lost, since
+    /// the device cannot attest the key twice. Only reached once the challenge is known to be used, and only for a key
+    /// that exists: the object must verify against the challenge and carry the receipt stored with the key, so that
+    /// nothing but the first registration's own object gets its answer, and nothing changes.
+    private func registeredBefore(_ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?)
+        async throws(AppAttestServiceError) -> KeyRecord?
+    {
+        guard let existing = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }),
+            existing.revokedAt == nil, existing.userID == userID,
+            abs(now().timeIntervalSince(existing.createdAt)) <= challengeLifetime,
+            // The receipt first (a parse, no signature checked): only the registration's own object goes further.
+            (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt,
+            let attested = try? verifier.verifyAttestation(object, keyID: keyID, challenge: challenge),
+            attested.receipt == existing.receipt, attested.key.publicKey == existing.key.publicKey
+        else { return nil }
+        return existing
+    }
+}
