@@ -53,15 +53,17 @@ struct FleetOperationTests {
         let service = AppAttestService(
             verifier: try Budget.verifier(appID), store: harness.store, challengeLimits: .init(perIssuer: 1),
             policies: Self.tight, now: { clock.now })
-        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "flooder")
+        // Issuers of their own: challenges of earlier runs stay outstanding in a shared PostgreSQL database.
+        let flooder = "flooder-\(UUID().uuidString)", device = "device-\(UUID().uuidString)"
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: flooder)
         // The flooder's further requests are refused for its share, and spend nothing: 20 of them.
         for _ in 0..<20 {
             await expectServiceError(.tooManyChallenges) {
-                _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "flooder")
+                _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: flooder)
             }
         }
         // The budget's second token is still there for somebody else.
-        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: "device")
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: device)
     }
 
     @Test("two services on one store share the budget", arguments: Backend.available.filter { $0 != .memory })
