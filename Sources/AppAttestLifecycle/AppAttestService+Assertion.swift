@@ -39,19 +39,9 @@ extension AppAttestService {
     private func authenticate(
         _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
-        guard let trace = ServiceTrace(tracer, "appattest.assertion") else {
-            return try await authenticate(
-                assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge, trace: nil)
-        }
-        trace.keyID(keyID)
-        do {
-            let authenticated = try await authenticate(
+        try await traced("appattest.assertion", keyID: keyID) { trace async throws(AppAttestServiceError) in
+            try await authenticate(
                 assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge, trace: trace)
-            trace.end(refusal: nil)
-            return authenticated
-        } catch {
-            trace.end(refusal: error)
-            throw error
         }
     }
 

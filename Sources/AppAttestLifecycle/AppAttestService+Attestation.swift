@@ -14,16 +14,8 @@ extension AppAttestService {
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
     ) async throws(AppAttestServiceError) -> KeyRecord {
-        let trace = ServiceTrace(tracer, "appattest.attestation")
-        trace?.keyID(keyID)
-        do {
-            let record = try await register(
-                attestationObject, keyID: keyID, challenge: challenge, userID: userID, trace: trace)
-            trace?.end(refusal: nil)
-            return record
-        } catch {
-            trace?.end(refusal: error)
-            throw error
+        try await traced("appattest.attestation", keyID: keyID) { trace async throws(AppAttestServiceError) in
+            try await register(attestationObject, keyID: keyID, challenge: challenge, userID: userID, trace: trace)
         }
     }
 

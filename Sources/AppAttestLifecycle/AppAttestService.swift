@@ -237,6 +237,23 @@ public struct AppAttestService: Sendable {
         guard record.expiresAt > now() else { throw AppAttestServiceError(.challengeExpired, "the challenge expired") }
     }
 
+    /// `body` under a span named `operation` for `keyID` when the service traces (ended with the refusal's code when
+    /// it throws), else `body` with no trace.
+    func traced<T>(
+        _ operation: String, keyID: KeyID, _ body: (ServiceTrace?) async throws(AppAttestServiceError) -> T
+    ) async throws(AppAttestServiceError) -> T {
+        guard let trace = ServiceTrace(tracer, operation) else { return try await body(nil) }
+        trace.keyID(keyID)
+        do {
+            let result = try await body(trace)
+            trace.end(refusal: nil)
+            return result
+        } catch {
+            trace.end(refusal: error)
+            throw error
+        }
+    }
+
     /// `body`, in a child span of `trace` when there is one.
     func step<T>(_ trace: ServiceTrace?, _ name: String, _ body: () async throws(AppAttestServiceError) -> T)
         async throws(AppAttestServiceError) -> T

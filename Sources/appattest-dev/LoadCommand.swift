@@ -125,19 +125,12 @@ struct LoadCommand: AsyncParsableCommand {
                 throw InputError(description: "the server's challenge is not Base64URL")
             }
             let object = try device.attest(challenge: bytes)
-            let body = """
-                {"keyId":"\(device.keyID.base64EncodedString)",\
-                "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge.challenge)"}
-                """
-            // As the app client does: beyond the App ID's attestation budget (429, Retry-After), the same attestation
-            // with the same challenge once the wait is over.
-            for _ in 0..<600 {
-                guard let wait = try await postWaiting(url + "/v1/attestations", body: body, token: token) else {
-                    return
-                }
-                try await Task.sleep(for: .seconds(wait))
-            }
-            throw InputError(description: "\(url): the attestation budget stayed spent")
+            _ = try await post(
+                url + "/v1/attestations",
+                body: """
+                    {"keyId":"\(device.keyID.base64EncodedString)",\
+                    "attestationObject":"\(Data(object).base64EncodedString())","challenge":"\(challenge.challenge)"}
+                    """, token: token)
         }
     }
 
@@ -198,31 +191,23 @@ func get(_ url: String, token: String) async throws -> Data {
     return try await send(request)
 }
 
-/// Posts; nil when answered 200, the seconds to wait when answered 429 with `Retry-After`; throws otherwise.
-func postWaiting(_ url: String, body: String, token: String) async throws -> Int? {
-    var request = HTTPClientRequest(url: url)
-    request.method = .POST
-    request.headers.add(name: "Authorization", value: "Bearer \(token)")
-    request.headers.add(name: "Content-Type", value: "application/json")
-    request.body = .bytes(ByteBuffer(string: body))
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-    let answer = try await response.body.collect(upTo: 1 << 20)
-    if response.status == .tooManyRequests, let wait = response.headers.first(name: "Retry-After").flatMap({ Int($0) })
-    {
-        return min(max(wait, 1), 60)
-    }
-    guard response.status == .ok else {
-        throw InputError(description: "\(request.url): \(response.status.code) \(String(buffer: answer))")
-    }
-    return nil
-}
-
+/// Sends, waiting out a 429 with `Retry-After` as the app client does (an attestation challenge beyond the App ID's
+/// attestation budget), at most 600 times; anything but 200 then is an error.
 private func send(_ request: HTTPClientRequest) async throws -> Data {
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-    let body = try await response.body.collect(upTo: 1 << 20)
-    guard response.status == .ok else {
-        throw InputError(description: "\(request.url): \(response.status.code) \(String(buffer: body))")
+    for _ in 0..<600 {
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        if response.status == .tooManyRequests,
+            let wait = response.headers.first(name: "Retry-After").flatMap({ Int($0) })
+        {
+            try await Task.sleep(for: .seconds(min(max(wait, 1), 60)))
+            continue
+        }
+        guard response.status == .ok else {
+            throw InputError(description: "\(request.url): \(response.status.code) \(String(buffer: body))")
+        }
+        return Data(buffer: body)
     }
-    return Data(buffer: body)
+    throw InputError(description: "\(request.url): still 429 after 600 waits")
 }
 #endif  // Service
