@@ -299,6 +299,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio", condition: service),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras", condition: service),
                 .product(name: "OTel", package: "swift-otel", condition: service),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: service),
             ],
             resources: [.copy("openapi.yaml")],
             swiftSettings: strict

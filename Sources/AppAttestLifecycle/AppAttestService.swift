@@ -33,6 +33,8 @@ public struct AppAttestService: Sendable {
     public let eventRetention: TimeInterval
     let now: @Sendable () -> Date
     let keyCache: KeyCache
+    /// The reads of concurrent cache misses, together.
+    let keyReads: KeyReadBatcher
     let batcher: AcceptanceBatcher
     let policyState: PolicyState
     /// Where the lifecycle's metrics go; nil for the process's bootstrapped backend.
@@ -75,6 +77,7 @@ public struct AppAttestService: Sendable {
         self.keyCache = KeyCache(limits: keyCacheLimits)
         self.counterPolicy = counterPolicy
         self.batcher = AcceptanceBatcher(store: store)
+        self.keyReads = KeyReadBatcher(store: store)
         self.verifier = verifier
         self.store = store
         self.challengeLifetime = challengeLifetime
@@ -181,7 +184,8 @@ public struct AppAttestService: Sendable {
     /// it was revoked.
     func liveKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> KeyCache.Entry {
         if let cached = keyCache.entry(keyID) { return cached }
-        guard let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) })
+        guard
+            let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await keyReads.key(keyID) })
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }

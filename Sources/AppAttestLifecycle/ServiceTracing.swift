@@ -8,11 +8,18 @@ struct ServiceTrace: Sendable {
     let tracer: any Tracer
     let span: any Span
 
-    /// A trace of `operation`, or nil when the service has no tracer (nothing is recorded, no clock is read).
+    /// A trace of `operation`, or nil when the service has no tracer or the tracer's sampler dropped the span
+    /// (nothing is recorded, no clock is read and no child span is started: a sampled-out request costs one span
+    /// that records nothing).
     init?(_ tracer: (any Tracer)?, _ operation: String) {
         guard let tracer else { return nil }
+        let span = tracer.startSpan(operation, context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        guard span.isRecording else {
+            span.end()
+            return nil
+        }
         self.tracer = tracer
-        self.span = tracer.startSpan(operation, context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        self.span = span
     }
 
     /// Child spans for the verifier's steps, from the instants it marked.

@@ -80,12 +80,34 @@ extension PostgresAppAttestStore {
         "key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at, receipt_updated_at, revoked_at"
 
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
-        let bytes = Data(keyID.rawValue)
-        let rows = try await fetchKeys { client, logger in
-            try await client.query(
-                "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE key_id = \(bytes)", logger: logger)
+        try await keys(withIDs: [keyID]).first
+    }
+
+    public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        guard !keyIDs.isEmpty else { return [] }
+        let statement = KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) })
+        let rows = try await perform { client, logger -> [KeyRow] in
+            var rows: [KeyRow] = []
+            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+            return rows
         }
-        return rows.first
+        return try Self.records(rows)
+    }
+
+    /// The keys with these ids, in one prepared statement: a cache miss's read, alone or with others'.
+    struct KeysByID: PostgresPreparedStatement {
+        static let name = "app_attest_keys_by_id_v1"
+        static let sql = "SELECT \(keyColumns) FROM app_attest_keys WHERE key_id = ANY($1::bytea[])"
+        typealias Row = KeyRow
+        let keyIDs: [ByteBuffer]
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 1)
+            binds.append(keyIDs)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> KeyRow { try row.decode(KeyRow.self) }
     }
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {

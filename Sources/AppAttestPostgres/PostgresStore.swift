@@ -258,7 +258,13 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             for try await row in try await query(client, logger).decode(KeyRow.self) { rows.append(row) }
             return rows
         }
+        return try Self.records(rows)
+    }
+
+    /// Rows of ``keyColumns``, decoded once at the store's boundary.
+    static func records(_ rows: [KeyRow]) throws(StoreError) -> [KeyRecord] {
         var records: [KeyRecord] = []
+        records.reserveCapacity(rows.count)
         for row in rows {
             records.append(
                 try KeyRecord.decoding(

@@ -80,6 +80,22 @@ extension SQLiteAppAttestStore {
         }
     }
 
+    public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        guard !keyIDs.isEmpty else { return [] }
+        // One statement for each batch size (the statement cache keeps them prepared), at most a batch a read.
+        let placeholders = Array(repeating: "?", count: keyIDs.count).joined(separator: ",")
+        let arguments = StatementArguments(keyIDs.map { Data($0.rawValue) })
+        return try await read { db -> [KeyRecord] in
+            let rows = try Row.fetchAll(
+                try db.cachedStatement(sql: "\(Self.selectKeys) WHERE key_id IN (\(placeholders))"),
+                arguments: arguments)
+            var records: [KeyRecord] = []
+            records.reserveCapacity(rows.count)
+            for row in rows { records.append(try Self.keyRecord(row)) }
+            return records
+        }
+    }
+
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await read { db -> [KeyRecord] in
             let rows = try Row.fetchAll(

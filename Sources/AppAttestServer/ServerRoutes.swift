@@ -11,6 +11,7 @@ import HTTPTypes
 public import Hummingbird
 import Logging
 import NIOCore
+import Tracing
 
 extension AppAttestServer {
     /// The routes of `openapi.yaml`.
@@ -35,7 +36,9 @@ extension AppAttestServer {
             headers[.contentType] = "application/yaml"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPI)))
         }
-        let v1 = router.group("v1").add(middleware: CallerMiddleware(server: self))
+        let v1 = router.group("v1")
+        if !(InstrumentationSystem.tracer is NoOpTracer) { v1.add(middleware: TraceContextMiddleware()) }
+        v1.add(middleware: CallerMiddleware(server: self))
         v1.post("challenges") { request, context in
             try await self.json(request, context, operation: "challenge") {
                 (body: AppAttestHTTPOperations.ChallengeRequest) in

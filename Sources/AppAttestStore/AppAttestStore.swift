@@ -46,6 +46,10 @@ public protocol AppAttestStore: Sendable {
     /// The keys bound to a user, oldest first.
     func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord]
 
+    /// The stored keys among `keyIDs`, in no particular order (an id with no key has no record), read in one
+    /// statement where the store can: the service reads the keys of concurrent cache misses together.
+    func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord]
+
     /// Accepts a verified assertion in one transaction: the counter is recorded (above the highest, or, with a
     /// window above 1, a counter not yet accepted within it) only if the key exists and is not revoked and the
     /// challenge, when given, is unexpired and usable by this key and user, in which case it is consumed. Exactly one
@@ -110,6 +114,15 @@ extension AppAttestStore {
         outcomes.reserveCapacity(batch.count)
         for acceptance in batch { outcomes.append(try await acceptAssertion(acceptance)) }
         return outcomes
+    }
+
+    /// One ``key(_:)`` after another, for stores without a read of several keys.
+    public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        var records: [KeyRecord] = []
+        for keyID in keyIDs {
+            if let record = try await key(keyID) { records.append(record) }
+        }
+        return records
     }
 
     /// Nothing to release (the in-memory store, and stores that release everything when deallocated).

@@ -89,6 +89,8 @@ public actor MemoryAppAttestStore: AppAttestStore {
 
     public func key(_ keyID: KeyID) throws(StoreError) -> KeyRecord? { keys[keyID] }
 
+    public func keys(withIDs keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord] { keyIDs.compactMap { keys[$0] } }
+
     public func keys(forUser userID: String) throws(StoreError) -> [KeyRecord] {
         keys.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
     }

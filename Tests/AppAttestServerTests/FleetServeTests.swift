@@ -224,9 +224,12 @@ struct FleetServeTests {
         return process
     }
 
-    static func post(_ url: String, _ body: String) async throws -> (status: UInt, body: [UInt8]) {
+    static func post(_ url: String, _ body: String, headers: [(String, String)] = []) async throws -> (
+        status: UInt, body: [UInt8]
+    ) {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.headers.add(name: "Authorization", value: "Bearer \(F.tokenA)")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: body))
@@ -295,21 +298,38 @@ struct ServeTracesTests {
             "challenge":"\(challenge)"}
             """)
         #expect(registered.status == 200)
+        // A caller's trace is continued (W3C traceparent): sampled, its trace ID is exported with the verification's
+        // spans; not sampled (flags 00), nothing of that request is.
+        let sampledTrace: [UInt8] = Array(repeating: 0x5A, count: 15) + [0x01]
+        let droppedTrace: [UInt8] = Array(repeating: 0xD7, count: 15) + [0x02]
+        func traceparent(_ trace: [UInt8], flags: String) -> [(String, String)] {
+            let hex = trace.map { String(format: "%02x", $0) }.joined()
+            return [("traceparent", "00-\(hex)-00f067aa0ba902b7-\(flags)")]
+        }
         let verified = try await FleetServeTests.post(
-            base + "/v1/assertions/verify", try FleetServeTests().assertion(device, "order"))
+            base + "/v1/assertions/verify", try FleetServeTests().assertion(device, "order"),
+            headers: traceparent(sampledTrace, flags: "01"))
         #expect(verified.status == 200)
+        let unsampled = try await FleetServeTests.post(
+            base + "/v1/assertions/verify", try FleetServeTests().assertion(device, "unsampled"),
+            headers: traceparent(droppedTrace, flags: "00"))
+        #expect(unsampled.status == 200)
 
-        let expected = [
-            "appattest.attestation", "appattest.chain", "appattest.assertion", "appattest.signature",
-            "appattest.acceptance", F.appID.rawValue,
-        ]
+        let expected =
+            [
+                "appattest.attestation", "appattest.chain", "appattest.assertion", "appattest.signature",
+                "appattest.acceptance", F.appID.rawValue,
+            ].map { Array($0.utf8) } + [sampledTrace]
         var missing = expected
         for _ in 0..<100 where !missing.isEmpty {
             try await Task.sleep(for: .milliseconds(100))
             let bytes = received.withLock { $0 }
-            missing = expected.filter { !Self.contains(bytes, Array($0.utf8)) }
+            missing = expected.filter { !Self.contains(bytes, $0) }
         }
-        #expect(missing.isEmpty, "not exported: \(missing)")
+        #expect(missing.isEmpty, "not exported: \(missing.map { String(decoding: $0, as: UTF8.self) })")
+        // The export after the sampled request's: any span of the unsampled one would have been in it.
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(!Self.contains(received.withLock { $0 }, droppedTrace), "a span of an unsampled trace was exported")
     }
 
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

@@ -59,6 +59,46 @@ struct KeyCacheTests {
                 == 4)
     }
 
+    @Test(
+        "concurrent cache misses are read together, each caller answered with its own key or none",
+        arguments: Backend.available)
+    func batchedMisses(backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        // Keys 0..<120 stored (every fourth revoked: a read returns it, revoked), 120..<160 never stored. The test
+        // keys from 2,000 on are this test's alone (the PostgreSQL database is shared by the run's tests).
+        let base = backend == .memory ? 2_000 : backend == .sqlite ? 2_200 : 2_400
+        for index in 0..<120 {
+            let record = TestKeys.record(base + index, revokedAt: index % 4 == 0 ? Date() : nil)
+            #expect(try await harness.store.insertKey(record) == .inserted(superseding: []))
+        }
+        let ids = (0..<160).map { TestKeys.publicKey(base + $0).keyID }
+        let read = try await harness.store.keys(withIDs: Array(ids.reversed()) + [ids[3]])
+        #expect(Set(read.map(\.keyID)) == Set(ids.prefix(120)))
+        #expect(read.filter { $0.revokedAt != nil }.count >= 30)
+
+        let batcher = KeyReadBatcher(store: harness.store)
+        let answers = try await withThrowingTaskGroup(of: (Int, KeyRecord?).self) { group in
+            // Each key asked for twice at once, in an order that mixes stored and unknown keys.
+            for index in (0..<160).shuffled() + (0..<160).shuffled() {
+                group.addTask { (index, try await batcher.key(ids[index])) }
+            }
+            var answers: [(Int, KeyRecord?)] = []
+            for try await answer in group { answers.append(answer) }
+            return answers
+        }
+        #expect(answers.count == 320)
+        for (index, record) in answers {
+            if index < 120 {
+                #expect(record?.keyID == ids[index])
+                #expect(record?.key.publicKey == TestKeys.publicKey(base + index))
+                #expect((record?.revokedAt != nil) == (index % 4 == 0))
+            } else {
+                #expect(record == nil, "key \(index) was never stored")
+            }
+        }
+    }
+
     /// A record for the `index`th test key.
     static func record(_ index: Int, counter: UInt32 = 0) throws -> KeyRecord {
         TestKeys.record(index, counter: counter)

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Cost as the fleet grows (README "Scale"): `appattest serve` on SQLite and on PostgreSQL with 1,000 and 100,000
+# registered keys (and 1,000,000 with --million), wrk on 127.0.0.1 sending assertions round-robin over every key, so
+# that with many keys nearly every request misses the key cache, as in a real fleet.
+#   Scripts/scale.sh [--million]     needs wrk and PostgreSQL (APPATTEST_POSTGRES_URL, or .ci/postgres.sh starts one)
+# Environment: APPATTEST_BINARY / APPATTEST_DEV_BINARY (as Scripts/load.sh), DURATION (15s), CONNECTIONS (32),
+# SIZES (keys per run, "1000 100000"; --million adds 1000000), CACHE (keyCacheSize, 10000).
+# For each size and database: a fresh database, the keys registered, a /ping run, the assertion run, `load check`
+# (every accepted counter stored), another /ping run. One line per run:
+#   RESULT keys=N db=D rps=R ratio=X p50=… p99=… rss_mib=M
+# ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
+# the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+DURATION="${DURATION:-15s}"
+CONNECTIONS="${CONNECTIONS:-32}"
+SIZES="${SIZES:-1000 100000}"
+CACHE="${CACHE:-10000}"
+if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
+THREADS=2
+APP=SCALETEST1.com.example.scale
+TOKEN="scale-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if [ -n "${APPATTEST_BINARY:-}" ]; then
+    A="$APPATTEST_BINARY"
+    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
+else
+    swift build -c release --traits Service --product appattest >/dev/null
+    swift build -c release --traits Service --product appattest-dev >/dev/null
+    A=.build/release/appattest
+    D=.build/release/appattest-dev
+fi
+WORK="$(mktemp -d)"
+SERVER=""
+cleanup() {
+    if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; fi
+    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+}
+trap cleanup EXIT
+if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
+    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
+    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
+    STARTED_POSTGRES=1
+fi
+$D simulate authority --out "$WORK" 2>/dev/null
+PORT=18090
+URL=http://127.0.0.1:$PORT
+
+wrk_run() { # MODE FILE: prints the RESULT line
+    wrk -t$THREADS -c"$CONNECTIONS" -d"$DURATION" -s Scripts/load.lua "$URL" -- "$1" "$2" "$TOKEN" "$WORK/accepted" \
+        131072 $THREADS | grep -E '^RESULT'
+}
+rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
+
+for size in $SIZES; do
+    for db in sqlite postgres; do
+        if [ "$db" = sqlite ]; then
+            database="sqlite:$WORK/scale-$size.sqlite"
+        else
+            # A schema of its own for each run: a fresh table of keys.
+            psql_url="$APPATTEST_POSTGRES_URL"
+            database="$psql_url"
+            psql "$psql_url" -qc "DROP TABLE IF EXISTS app_attest_keys, app_attest_challenges, app_attest_schema, \
+                app_attest_key_events, app_attest_token_buckets CASCADE" >/dev/null
+        fi
+        APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="scale:$TOKEN" \
+            APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
+            APPATTEST_KEY_CACHE_SIZE="$CACHE" APPATTEST_MAX_KEYS_PER_USER=0 \
+            $A serve --database "$database" --port $PORT >"$WORK/serve-$db-$size.log" 2>&1 &
+        SERVER=$!
+        for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+        # Enough assertions for a run at any rate seen here (about 10,000 a second at most), spread over every key.
+        per=$(( (300000 + size - 1) / size ))
+        $D load prepare --dir "$WORK" --url "$URL" --token "$TOKEN" --app-id $APP --devices "$size" \
+            --assertions "$per" --runs 1 | grep -v '^wrote' || true
+        before="$(wrk_run ping - | rps)"
+        result="$(wrk_run assert "$WORK/run-1.txt")"
+        lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
+        after="$(wrk_run ping - | rps)"
+        rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
+        ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.2f", 2 * a / (b + c) }')"
+        p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
+        p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
+        echo "RESULT keys=$size db=$db rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss (/ping $before, $after)"
+        echo "$lost"
+        kill -TERM "$SERVER"
+        wait "$SERVER" || true
+        SERVER=""
+        rm -f "$WORK"/run-1.txt "$WORK"/scale-*.sqlite*
+    done
+done

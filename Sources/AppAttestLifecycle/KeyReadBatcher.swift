@@ -1,0 +1,127 @@
+package import AppAttest
+package import AppAttestStore
+import Synchronization
+
+/// Coalesces the key reads of concurrent cache misses: while ``maximumReads`` reads are in flight, the keys that miss
+/// wait and are read together in the next one (``AppAttestStore/keys(withIDs:)``: one statement for all of them). A
+/// fleet much larger than the key cache misses on nearly every request; batched, a miss costs a share of one read's
+/// round trip and thread hand-offs instead of all of them (README, “Scale”). A quiet service reads one key at a time,
+/// without delay.
+///
+/// No caller waits behind a read that does not hold its key for longer than one read: a caller that finds a read
+/// slot free reads its own key with whatever is pending, and hands what arrives meanwhile to a task of its own.
+package final class KeyReadBatcher: Sendable {
+    typealias Waiter = CheckedContinuation<KeyRecord?, any Error>
+
+    private struct State {
+        var pending: [(KeyID, Waiter)] = []
+        var reads = 0
+    }
+
+    private let store: any AppAttestStore
+    private let state = Mutex(State())
+    /// Reads in flight at once: one being answered while the next forms.
+    static let maximumReads = 2
+    /// The most keys in one read.
+    static let maximumBatch = 64
+
+    package init(store: any AppAttestStore) { self.store = store }
+
+    /// The key as stored, or nil when there is none.
+    package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        let leads = state.withLock { state -> Bool in
+            guard state.reads < Self.maximumReads else { return false }
+            state.reads += 1
+            return true
+        }
+        guard leads else {
+            do {
+                return try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                    let queued = state.withLock { state -> Bool in
+                        // A read slot freed since: read alone rather than wait for a read nobody will start.
+                        guard state.reads >= Self.maximumReads else { return false }
+                        state.pending.append((keyID, waiter))
+                        return true
+                    }
+                    if !queued { Task { await self.readAlone(keyID, waiter) } }
+                }
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError(.unavailable, "\(error)")
+            }
+        }
+        // This caller's key, with what is pending.
+        let others = state.withLock { take(from: &$0, room: Self.maximumBatch - 1) }
+        let records: [KeyID: KeyRecord]
+        do {
+            records = try await read([keyID] + others.map(\.0))
+        } catch {
+            for (_, waiter) in others { waiter.resume(throwing: error) }
+            release()
+            throw error
+        }
+        for (id, waiter) in others { waiter.resume(returning: records[id]) }
+        release()
+        return records[keyID]
+    }
+
+    /// A waiter whose read slot freed before it queued: it reads with a slot of its own.
+    private func readAlone(_ keyID: KeyID, _ waiter: Waiter) async {
+        state.withLock { $0.reads += 1 }
+        do {
+            let records = try await read([keyID])
+            waiter.resume(returning: records[keyID])
+        } catch {
+            waiter.resume(throwing: error)
+        }
+        release()
+    }
+
+    /// Gives the read slot back, or keeps it for what is pending, read in a task of its own (so that the caller
+    /// that held the slot returns at once).
+    private func release() {
+        let more = state.withLock { state -> Bool in
+            if state.pending.isEmpty {
+                state.reads -= 1
+                return false
+            }
+            return true
+        }
+        if more { Task { await self.drain() } }
+    }
+
+    /// Reads what is pending, batch after batch, then gives the slot back.
+    private func drain() async {
+        while true {
+            let batch = state.withLock { state -> [(KeyID, Waiter)] in
+                let batch = take(from: &state, room: Self.maximumBatch)
+                if batch.isEmpty { state.reads -= 1 }
+                return batch
+            }
+            if batch.isEmpty { return }
+            do {
+                let records = try await read(batch.map(\.0))
+                for (id, waiter) in batch { waiter.resume(returning: records[id]) }
+            } catch {
+                for (_, waiter) in batch { waiter.resume(throwing: error) }
+            }
+        }
+    }
+
+    private func take(from state: inout State, room: Int) -> [(KeyID, Waiter)] {
+        let batch = Array(state.pending.prefix(room))
+        state.pending.removeFirst(batch.count)
+        return batch
+    }
+
+    private func read(_ keyIDs: [KeyID]) async throws(StoreError) -> [KeyID: KeyRecord] {
+        var unique: [KeyID] = []
+        var seen = Set<KeyID>()
+        for keyID in keyIDs where seen.insert(keyID).inserted { unique.append(keyID) }
+        let records = try await store.keys(withIDs: unique)
+        var byID: [KeyID: KeyRecord] = [:]
+        for record in records where seen.contains(record.keyID) { byID[record.keyID] = record }
+        return byID
+    }
+}
