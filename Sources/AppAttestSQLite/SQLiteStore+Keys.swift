@@ -85,7 +85,7 @@ extension SQLiteAppAttestStore {
         // One statement for each batch size (the statement cache keeps them prepared), at most a batch a read.
         let placeholders = Array(repeating: "?", count: keyIDs.count).joined(separator: ",")
         let arguments = StatementArguments(keyIDs.map { Data($0.rawValue) })
-        return try await read { db -> [KeyRecord] in
+        return try await readNow { db -> [KeyRecord] in
             let rows = try Row.fetchAll(
                 try db.cachedStatement(sql: "\(Self.selectKeys) WHERE key_id IN (\(placeholders))"),
                 arguments: arguments)

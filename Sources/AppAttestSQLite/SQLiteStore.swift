@@ -24,11 +24,10 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         configuration.prepareDatabase { db in
             // WAL with synchronous=NORMAL survives the crash of any process (not a power loss, which FULL covers).
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            // A fleet's keys are read in no particular order: with SQLite's default page cache (2 MiB a connection)
-            // nearly every read of a large table is a `pread` per page. The file is mapped instead (the pages are the
-            // kernel's page cache, shared by every connection and process, not this process's heap), and each
-            // connection caches up to 8 MiB of pages (README, “Scale”).
-            try db.execute(sql: "PRAGMA mmap_size = \(Self.mappedBytes)")
+            // A fleet's keys are read in no particular order: each connection caches up to 8 MiB of pages (the
+            // interior pages of the tables and indexes stay; SQLite's default is 2 MiB), the rest is read from the
+            // kernel's page cache. Not memory-mapped: the file grows as counters do, and SQLite then unmaps and maps
+            // it again at the next read transaction of every connection (README, “Scale”).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)")
         }
         // The database holds keys and receipts: created 0600 before SQLite opens it, so that it and the WAL and
@@ -50,8 +49,6 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         self.path = path
     }
 
-    /// How much of the database file each connection maps (1 GiB: a million keys with their receipts).
-    static let mappedBytes = 1 << 30
     /// Each connection's page cache, in KiB.
     static let pageCacheKiB = 8192
 
@@ -178,6 +175,15 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
         try await Self.access { try await pool.read(body) }
+    }
+
+    /// A read run on the calling thread, for point reads of keys only (a cache miss's, alone or with the other
+    /// misses read with it): an asynchronous read hands the work to a queue's thread and the answer back, two thread
+    /// wake-ups that cost more than the read itself, which takes microseconds. The thread
+    /// is held as long as a signature check holds it, and at most two such reads run at once (the service's
+    /// `KeyReadBatcher`), so the task pool is never starved.
+    func readNow<T: Sendable>(_ body: (Database) throws -> T) async throws(StoreError) -> T {
+        try await Self.access { try pool.read(body) }
     }
 
     /// A database access, its errors as the store's: a `StoreError` as it is, anything else `unavailable`.
