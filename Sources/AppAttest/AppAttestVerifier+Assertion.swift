@@ -1,5 +1,5 @@
 internal import AppAttestCrypto
-public import Foundation
+import Foundation
 
 extension AppAttestVerifier {
     // MARK: Assertion

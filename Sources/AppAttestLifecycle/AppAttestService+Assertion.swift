@@ -1,5 +1,5 @@
 public import AppAttest
-public import AppAttestStore
+import AppAttestStore
 import Foundation
 
 extension AppAttestService {

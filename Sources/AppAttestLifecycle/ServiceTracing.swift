@@ -1,6 +1,6 @@
 import AppAttest
 import Foundation
-public import Tracing
+import Tracing
 
 /// One traced operation of the service: a span for the whole, and a child span for each of its steps, with the key's
 /// App ID and, on a refusal, its code as attributes (“Operating App Attest in production”, “Traces”).

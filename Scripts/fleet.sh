@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Several instances of `appattest serve` on one PostgreSQL, behind nginx on 127.0.0.1 (README "Scale").
+#   Scripts/fleet.sh                needs wrk, nginx (apt-get install wrk nginx-light) and PostgreSQL
+#                                   (APPATTEST_POSTGRES_URL, or .ci/postgres.sh starts a throwaway one)
+# Environment: APPATTEST_BINARY / APPATTEST_DEV_BINARY (as Scripts/load.sh), DURATION (10s), CONNECTIONS (32),
+# DEVICES (1000), BUDGET (attestations per second of the budget phase, 20), FAILOVER (0 skips 4), FAILOVER_ONLY (1 runs
+# only 4).
+# 1. Two instances, one database, nginx dealing the requests out round-robin: every device's requests reach both
+#    instances. /ping through nginx, the assertion run, `appattest-dev load check` (every counter answered 200 is
+#    stored, none twice: LOST counter updates), /ping again. One line:
+#      RESULT fleet=2 rps=R ratio=X p50=… p99=… rss_mib=A+B
+# 2. A key revoked through one instance, its next assertion sent to the other at once: refused (the database's
+#    conditional update is the authority; a cached key does not outlive its revocation). One line:
+#      revocation: refused by the other instance after S s
+# 3. The attestation budget: both instances with a budget of BUDGET a second, attestation challenges asked for
+#    through nginx from 8 clients at once for 3 seconds. One line:
+#      budget: issued N in S s (at most BUDGET × S + BUDGET), refused M with Retry-After
+# The script exits 1 when a counter is lost, the revocation is not honoured or the budget is exceeded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)" >&2; exit 1; }
+DURATION="${DURATION:-10s}"
+CONNECTIONS="${CONNECTIONS:-32}"
+DEVICES="${DEVICES:-1000}"
+BUDGET="${BUDGET:-20}"
+THREADS=2
+APP=FLEETTEST1.com.example.fleet
+TOKEN="fleet-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if [ -n "${APPATTEST_BINARY:-}" ]; then
+    A="$APPATTEST_BINARY"
+    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
+else
+    swift build -c release --traits Service --product appattest >/dev/null
+    swift build -c release --traits Service --product appattest-dev >/dev/null
+    A=.build/release/appattest
+    D=.build/release/appattest-dev
+fi
+WORK="$(mktemp -d)"
+pids=()
+FAILED=0
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -n "${NGINX_STARTED:-}" ]; then nginx -c "$WORK/nginx/nginx.conf" -s stop 2>/dev/null || true; fi
+    if [ -n "${PROXY_STARTED:-}" ]; then nginx -c "$WORK/nginx/proxy.conf" -s stop 2>/dev/null || true; fi
+    if [ -n "${PROBE:-}" ]; then kill "$PROBE" 2>/dev/null || true; fi
+    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+}
+trap cleanup EXIT
+if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
+    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
+    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
+    STARTED_POSTGRES=1
+fi
+$D simulate authority --out "$WORK" 2>/dev/null
+
+# nginx: one upstream per phase, with keep-alive connections to the instances.
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx;
+    proxy_temp_path $WORK/nginx;
+    upstream fleet { server 127.0.0.1:18111; server 127.0.0.1:18112; keepalive 64; }
+    upstream budget { server 127.0.0.1:18113; server 127.0.0.1:18114; keepalive 16; }
+    server {
+        listen 127.0.0.1:18110;
+        location / { proxy_pass http://fleet; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    }
+    server {
+        listen 127.0.0.1:18115;
+        location / { proxy_pass http://budget; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    }
+}
+CONF
+nginx -c "$WORK/nginx/nginx.conf"
+NGINX_STARTED=1
+
+if [ "${FAILOVER_ONLY:-0}" != 1 ]; then
+serve() { # NAME PORT BUDGET
+    APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="fleet:$TOKEN" \
+        APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND="$3" \
+        APPATTEST_MAX_KEYS_PER_USER=0 $A serve --database "$APPATTEST_POSTGRES_URL" --port "$2" >"$WORK/$1.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$2/health" >/dev/null && return; sleep 0.1; done
+    echo "the $1 server did not start:" >&2; cat "$WORK/$1.log" >&2; exit 1
+}
+serve first 18111 0
+serve second 18112 0
+FIRST=${pids[0]}
+SECOND=${pids[1]}
+FLEET=http://127.0.0.1:18110
+
+# 1. Load through nginx.
+$D load prepare --dir "$WORK" --url $FLEET --token "$TOKEN" --app-id $APP --devices "$DEVICES" --assertions 300 \
+    --runs 2 | grep -v '^wrote' || true
+wrk_run() { # MODE FILE
+    wrk -t$THREADS -c"$CONNECTIONS" -d"$DURATION" -s Scripts/load.lua $FLEET -- "$1" "$2" "$TOKEN" \
+        "$WORK/accepted" 131072 $THREADS | grep -E '^RESULT'
+}
+rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
+before="$(wrk_run ping - | rps)"
+result="$(wrk_run assert "$WORK/run-1.txt")"
+echo "$result"
+check="$($D load check --url $FLEET --token "$TOKEN" "$WORK/accepted")"
+echo "$check" | grep -E 'LOST|stored ahead' || true
+lost="$(echo "$check" | sed -n 's/.*LOST counter updates: \([0-9]*\).*/\1/p')"
+[ "${lost:-1}" = 0 ] || FAILED=1
+after="$(wrk_run ping - | rps)"
+rss() { awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.2f", 2 * a / (b + c) }')"
+p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
+p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
+echo "RESULT fleet=2 rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$(rss "$FIRST")+$(rss "$SECOND")" \
+    "(/ping through nginx $before, $after)"
+
+# 2. A revocation made through one instance, honoured by the other at once. Device 0's first assertion of the
+# second prepared run is newer than any of the first run's.
+line="$(grep -m1 -P '^0\t' "$WORK/run-2.txt" | cut -f2)"
+key="$(echo "$line" | sed -n 's/.*"keyId":"\([^"]*\)".*/\1/p')"
+encoded="$(printf '%s' "$key" | sed 's#/#%2F#g; s#+#%2B#g; s#=#%3D#g')"
+start=$(date +%s.%N)
+curl -sf -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"reason":"fleet.sh"}' "http://127.0.0.1:18111/v1/keys/$encoded/revoke" >/dev/null
+answer="$(curl -s -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$line" \
+    http://127.0.0.1:18112/v1/assertions/verify)"
+elapsed="$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.3f", e - s }')"
+if echo "$answer" | grep -q '"code":"keyRevoked"'; then
+    echo "revocation: refused by the other instance after $elapsed s"
+else
+    echo "revocation: NOT honoured by the other instance: $answer"
+    FAILED=1
+fi
+
+# 3. The budget, shared through the database by two more instances.
+serve third 18113 "$BUDGET"
+serve fourth 18114 "$BUDGET"
+seq 1 100000 >"$WORK/numbers"
+start=$(date +%s.%N)
+timeout 3 xargs -a "$WORK/numbers" -P 8 -n 1 sh -c 'curl -s -o /dev/null -w "%{http_code}\n" -X POST \
+    -H "Authorization: Bearer '"$TOKEN"'" -H "Content-Type: application/json" \
+    -d "{\"purpose\":\"attestation\"}" http://127.0.0.1:18115/v1/challenges' >"$WORK/codes" 2>/dev/null || true
+elapsed="$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')"
+issued="$(grep -c '^200$' "$WORK/codes" || true)"
+refused="$(grep -c '^429$' "$WORK/codes" || true)"
+allowed="$(awk -v b="$BUDGET" -v s="$elapsed" 'BEGIN { printf "%d", b * s + b }')"
+echo "budget: issued $issued in $elapsed s (at most $allowed), refused $refused with Retry-After"
+if [ "$issued" -gt "$allowed" ] || [ "$refused" = 0 ]; then FAILED=1; fi
+fi
+[ "${FAILOVER:-1}" = 1 ] || exit $FAILED
+
+# 4. A primary failover under load. A primary and a synchronous standby (synchronous_commit = remote_apply: a commit
+# is acknowledged once the standby has applied it) on 127.0.0.1, and between them and the service a TCP proxy that
+# sends connections to the primary, and to the standby only when the primary does not answer (nginx's stream
+# module, apt-get install libnginx-mod-stream; in production: HAProxy with Patroni's primary check, PgBouncer behind
+# a virtual IP, or your cloud's writer endpoint). Under load the primary is killed (SIGKILL) and, two seconds later,
+# the standby promoted. A readiness probe every 100 ms measures the unavailability; `load check` then reads every
+# counter back from the promoted database.
+bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+stream=/usr/lib/nginx/modules/ngx_stream_module.so
+[ -f "$stream" ] || { echo "failover: needs nginx's stream module (apt-get install libnginx-mod-stream)" >&2; exit 1; }
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+P1=55441
+P2=55442
+PROXY=55440
+chmod a+x "$WORK"
+mkdir -p "$WORK/primary" "$WORK/standby"
+if [ "$(id -u)" -eq 0 ]; then chown postgres "$WORK/primary" "$WORK/standby"; fi
+chmod 700 "$WORK/primary" "$WORK/standby"
+as_postgres "$bin/initdb" -D "$WORK/primary" --auth=trust --username=postgres -E UTF8 >/dev/null
+settings="-c listen_addresses=127.0.0.1 -k /tmp -c max_connections=200 -c fsync=on -c wal_level=replica \
+    -c max_wal_senders=4 -c hot_standby=on -c synchronous_commit=remote_apply"
+as_postgres "$bin/pg_ctl" -D "$WORK/primary" -l "$WORK/primary/server.log" -w -o "-p $P1 $settings" start >/dev/null
+as_postgres "$bin/createdb" -h 127.0.0.1 -p $P1 -U postgres appattest
+as_postgres "$bin/pg_basebackup" -h 127.0.0.1 -p $P1 -U postgres -D "$WORK/standby" -X stream -R
+echo "primary_conninfo = 'host=127.0.0.1 port=$P1 user=postgres application_name=standby1'" \
+    | as_postgres tee -a "$WORK/standby/postgresql.auto.conf" >/dev/null
+as_postgres "$bin/pg_ctl" -D "$WORK/standby" -l "$WORK/standby/server.log" -w -o "-p $P2 $settings" start >/dev/null
+# Synchronous once the standby runs (before, every commit would wait for it).
+as_postgres "$bin/psql" -h 127.0.0.1 -p $P1 -U postgres -qc "ALTER SYSTEM SET synchronous_standby_names = 'standby1'"
+as_postgres "$bin/psql" -h 127.0.0.1 -p $P1 -U postgres -qtAc "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 100); do
+    state="$(as_postgres "$bin/psql" -h 127.0.0.1 -p $P1 -U postgres -tAc \
+        "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")"
+    [ "$state" = sync ] && break
+    sleep 0.1
+done
+[ "$state" = sync ] || { echo "failover: the standby is not synchronous ($state)" >&2; exit 1; }
+stop_clusters() {
+    as_postgres "$bin/pg_ctl" -D "$WORK/standby" -m immediate stop >/dev/null 2>&1 || true
+    as_postgres "$bin/pg_ctl" -D "$WORK/primary" -m immediate stop >/dev/null 2>&1 || true
+}
+trap 'stop_clusters; cleanup' EXIT
+cat >"$WORK/nginx/proxy.conf" <<CONF
+load_module $stream;
+worker_processes 1;
+pid $WORK/nginx/proxy.pid;
+error_log $WORK/nginx/proxy-error.log;
+events { worker_connections 1024; }
+stream {
+    upstream postgres { server 127.0.0.1:$P1 max_fails=1 fail_timeout=60s; server 127.0.0.1:$P2 backup; }
+    server { listen 127.0.0.1:$PROXY; proxy_pass postgres; proxy_connect_timeout 1s; }
+}
+CONF
+nginx -c "$WORK/nginx/proxy.conf"
+PROXY_STARTED=1
+APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="fleet:$TOKEN" \
+    APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
+    APPATTEST_MAX_KEYS_PER_USER=0 $A serve --database "postgres://postgres@127.0.0.1:$PROXY/appattest" \
+    --port 18116 >"$WORK/failover.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf http://127.0.0.1:18116/health >/dev/null && break; sleep 0.1; done
+$D load prepare --dir "$WORK" --url http://127.0.0.1:18116 --token "$TOKEN" --app-id $APP \
+    --devices "$DEVICES" --assertions 300 --runs 1 | grep -v '^wrote' || true
+( while :; do
+    printf '%s %s\n' "$(date +%s.%N)" "$(curl -s -o /dev/null -m 5 -w '%{http_code}' \
+        http://127.0.0.1:18116/health/ready)"
+    sleep 0.1
+  done ) >"$WORK/probe" &
+PROBE=$!
+wrk -t$THREADS -c"$CONNECTIONS" -d20s --timeout 10s -s Scripts/load.lua http://127.0.0.1:18116 -- assert \
+    "$WORK/run-1.txt" "$TOKEN" "$WORK/failover-accepted" 131072 $THREADS >"$WORK/failover-wrk" &
+load=$!
+sleep 6
+kill -KILL "$(head -n 1 "$WORK/primary/postmaster.pid")"
+killed=$(date +%s.%N)
+sleep 2
+as_postgres "$bin/pg_ctl" -D "$WORK/standby" -w promote >/dev/null
+wait $load
+kill $PROBE 2>/dev/null || true
+grep -E '^(RESULT|RECEIVED)' "$WORK/failover-wrk"
+check="$($D load check --url http://127.0.0.1:18116 --token "$TOKEN" "$WORK/failover-accepted")"
+lost="$(echo "$check" | sed -n 's/.*LOST counter updates: \([0-9]*\).*/\1/p')"
+unavailable="$(awk -v k="$killed" '$1 >= k && $2 != 200 { if (!first) first = $1; last = $1 }
+    END { if (first) printf "%.1f", last - first + 0.1; else printf "0" }' "$WORK/probe")"
+echo "failover: unavailable $unavailable s, acknowledged lost ${lost:-unknown}"
+[ "${lost:-1}" = 0 ] || FAILED=1
+if grep -E '^RECEIVED' "$WORK/failover-wrk" | grep -qE ' 5(00|02|04)='; then
+    echo "failover: a request was answered 500, 502 or 504"
+    FAILED=1
+fi
+if ! grep -q 'socket_errors=0 ' "$WORK/failover-wrk"; then
+    echo "failover: a request went unanswered (wrk's timeout, 10 s, or a closed connection)"
+    FAILED=1
+fi
+exit $FAILED
