@@ -27,32 +27,7 @@ BUDGET="${BUDGET:-20}"
 THREADS=2
 APP=FLEETTEST1.com.example.fleet
 TOKEN="fleet-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-if [ -n "${APPATTEST_BINARY:-}" ]; then
-    A="$APPATTEST_BINARY"
-    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
-else
-    swift build -c release --traits Service --product appattest >/dev/null
-    swift build -c release --traits Service --product appattest-dev >/dev/null
-    A=.build/release/appattest
-    D=.build/release/appattest-dev
-fi
-WORK="$(mktemp -d)"
-pids=()
-FAILED=0
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    if [ -n "${NGINX_STARTED:-}" ]; then nginx -c "$WORK/nginx/nginx.conf" -s stop 2>/dev/null || true; fi
-    if [ -n "${PROXY_STARTED:-}" ]; then nginx -c "$WORK/nginx/proxy.conf" -s stop 2>/dev/null || true; fi
-    if [ -n "${PROBE:-}" ]; then kill "$PROBE" 2>/dev/null || true; fi
-    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
-}
-trap cleanup EXIT
-if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
-    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
-    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
-    STARTED_POSTGRES=1
-fi
-$D simulate authority --out "$WORK" 2>/dev/null
+source Scripts/common.sh
 
 # nginx: one upstream per phase, with keep-alive connections to the instances.
 mkdir -p "$WORK/nginx"
@@ -78,7 +53,7 @@ http {
 }
 CONF
 nginx -c "$WORK/nginx/nginx.conf"
-NGINX_STARTED=1
+stop_at_exit+=("nginx -c $WORK/nginx/nginx.conf -s stop")
 
 if [ "${FAILOVER_ONLY:-0}" != 1 ]; then
 serve() { # NAME PORT BUDGET
@@ -194,7 +169,7 @@ stop_clusters() {
     as_postgres "$bin/pg_ctl" -D "$WORK/standby" -m immediate stop >/dev/null 2>&1 || true
     as_postgres "$bin/pg_ctl" -D "$WORK/primary" -m immediate stop >/dev/null 2>&1 || true
 }
-trap 'stop_clusters; cleanup' EXIT
+stop_at_exit+=(stop_clusters)
 cat >"$WORK/nginx/proxy.conf" <<CONF
 load_module $stream;
 worker_processes 1;
@@ -207,7 +182,7 @@ stream {
 }
 CONF
 nginx -c "$WORK/nginx/proxy.conf"
-PROXY_STARTED=1
+stop_at_exit+=("nginx -c $WORK/nginx/proxy.conf -s stop")
 APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="fleet:$TOKEN" \
     APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
     APPATTEST_MAX_KEYS_PER_USER=0 $A serve --database "postgres://postgres@127.0.0.1:$PROXY/appattest" \
@@ -222,6 +197,7 @@ $D load prepare --dir "$WORK" --url http://127.0.0.1:18116 --token "$TOKEN" --ap
     sleep 0.1
   done ) >"$WORK/probe" &
 PROBE=$!
+pids+=("$PROBE")
 wrk -t$THREADS -c"$CONNECTIONS" -d20s --timeout 10s -s Scripts/load.lua http://127.0.0.1:18116 -- assert \
     "$WORK/run-1.txt" "$TOKEN" "$WORK/failover-accepted" 131072 $THREADS >"$WORK/failover-wrk" &
 load=$!

@@ -24,35 +24,7 @@ APP=LOADTEST01.com.example.load
 TOKEN="load-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 MAX_BODY=131072
 
-# APPATTEST_BINARY: an appattest built elsewhere (another commit, to compare two builds in one session), and
-# APPATTEST_DEV_BINARY its appattest-dev (the same binary for builds from before the split); by default this
-# checkout's, built here in release. `serve` is the operators' binary; `simulate` and `load` the developer tools'.
-if [ -n "${APPATTEST_BINARY:-}" ]; then
-    A="$APPATTEST_BINARY"
-    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
-else
-    swift build -c release --traits Service --product appattest >/dev/null
-    swift build -c release --traits Service --product appattest-dev >/dev/null
-    A=.build/release/appattest
-    D=.build/release/appattest-dev
-fi
-WORK="$(mktemp -d)"
-pids=()
-FAILED=0
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
-    if [ -n "${NGINX_STARTED:-}" ]; then nginx -c "$WORK/nginx/nginx.conf" -s stop 2>/dev/null || true; fi
-}
-trap cleanup EXIT
-
-if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
-    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
-    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
-    STARTED_POSTGRES=1
-fi
-
-$D simulate authority --out "$WORK" 2>/dev/null
+source Scripts/common.sh
 TRACING=()
 if [ "${TRACES:-0}" = 1 ]; then
     command -v nginx >/dev/null || { echo "TRACES=1 needs nginx (apt-get install nginx-light)" >&2; exit 1; }
@@ -70,7 +42,7 @@ http {
 }
 CONF
     nginx -c "$WORK/nginx/nginx.conf"
-    NGINX_STARTED=1
+    stop_at_exit+=("nginx -c $WORK/nginx/nginx.conf -s stop")
     TRACING=(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:14318/v1/traces)
     echo "traces: every span exported to http://127.0.0.1:14318/v1/traces"
 fi

@@ -21,28 +21,7 @@ if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
 APP=SCALETEST1.com.example.scale
 TOKEN="scale-test-token-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-if [ -n "${APPATTEST_BINARY:-}" ]; then
-    A="$APPATTEST_BINARY"
-    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
-else
-    swift build -c release --traits Service --product appattest >/dev/null
-    swift build -c release --traits Service --product appattest-dev >/dev/null
-    A=.build/release/appattest
-    D=.build/release/appattest-dev
-fi
-WORK="$(mktemp -d)"
-SERVER=""
-cleanup() {
-    if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; fi
-    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
-}
-trap cleanup EXIT
-if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
-    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
-    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
-    STARTED_POSTGRES=1
-fi
-$D simulate authority --out "$WORK" 2>/dev/null
+source Scripts/common.sh
 PORT=18090
 URL=http://127.0.0.1:$PORT
 
@@ -68,6 +47,7 @@ for size in $SIZES; do
             APPATTEST_KEY_CACHE_SIZE="$CACHE" APPATTEST_MAX_KEYS_PER_USER=0 \
             $A serve --database "$database" --port $PORT >"$WORK/serve-$db-$size.log" 2>&1 &
         SERVER=$!
+        pids+=("$SERVER")
         for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
         # Enough assertions for a run at any rate seen here (about 10,000 a second at most), spread over every key.
         per=$(( (300000 + size - 1) / size ))

@@ -1,0 +1,33 @@
+# Sourced by Scripts/load.sh, Scripts/scale.sh and Scripts/fleet.sh (from the package's root): the binaries, a work
+# folder, PostgreSQL, the test authority, and what to stop when the script exits.
+#
+# APPATTEST_BINARY: an appattest built elsewhere (another commit, to compare two builds in one session), and
+# APPATTEST_DEV_BINARY its appattest-dev (the same binary for builds from before the split); by default this
+# checkout's, built here in release. `serve` is the operators' binary; `simulate` and `load` the developer tools'.
+if [ -n "${APPATTEST_BINARY:-}" ]; then
+    A="$APPATTEST_BINARY"
+    D="${APPATTEST_DEV_BINARY:-$APPATTEST_BINARY}"
+else
+    swift build -c release --traits Service --product appattest >/dev/null
+    swift build -c release --traits Service --product appattest-dev >/dev/null
+    A=.build/release/appattest
+    D=.build/release/appattest-dev
+fi
+WORK="$(mktemp -d)"
+# Processes to kill, then commands to run, at exit (servers first, then what they use).
+pids=()
+stop_at_exit=()
+FAILED=0
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for command in "${stop_at_exit[@]}"; do eval "$command" >/dev/null 2>&1 || true; done
+    if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+}
+trap cleanup EXIT
+# A throwaway PostgreSQL unless APPATTEST_POSTGRES_URL names one.
+if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
+    export APPATTEST_POSTGRES_DATA="$WORK/pgdata"
+    APPATTEST_POSTGRES_URL="$(bash .ci/postgres.sh start)"
+    STARTED_POSTGRES=1
+fi
+$D simulate authority --out "$WORK" 2>/dev/null
