@@ -20,10 +20,9 @@ extension AppAttestVerifier {
         _ assertion: some Collection<UInt8>, clientData: some Collection<UInt8>, key: AttestedKey,
         counterPolicy: CounterPolicy = .strictlyIncreasing
     ) throws(AppAttestError) -> VerifiedAssertion {
-        var timeline: VerificationTimeline?
-        return try verifyAssertion(
+        try verifyAssertion(
             assertion, clientDataHash: AttestedPublicKey.clientDataHash(clientData), key: key,
-            counterPolicy: counterPolicy, timeline: &timeline)
+            counterPolicy: counterPolicy)
     }
 
     /// ``verifyAssertion(_:clientData:key:counterPolicy:)``, marking each step's end in `timeline` when it is not nil.

@@ -69,15 +69,7 @@ extension SQLiteAppAttestStore {
     }
 
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
-        try await read { db -> KeyRecord? in
-            guard
-                let row = try Row.fetchOne(
-                    try db.cachedStatement(sql: Self.selectKey), arguments: [Data(keyID.rawValue)])
-            else {
-                return nil
-            }
-            return try Self.keyRecord(row)
-        }
+        try await keys(withIDs: [keyID]).first
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {

@@ -57,6 +57,9 @@ package struct ObservedAppAttestStore: AppAttestStore {
         try await inner.insertKey(record, maximumKeysPerUser: maximumKeysPerUser)
     }
     package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
+    package func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        try await inner.keys(withIDs: keyIDs)
+    }
     package func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await inner.keys(forUser: userID)
     }

@@ -28,6 +28,7 @@ public struct UnavailableAppAttestStore: AppAttestStore {
     }
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { throw fail() }
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] { throw fail() }
+    public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] { throw fail() }
     public func acceptAssertion(_ acceptance: AssertionAcceptance) async throws(StoreError)
         -> AssertionAcceptanceOutcome
     { throw fail() }
