@@ -31,3 +31,16 @@ if [ -z "${APPATTEST_POSTGRES_URL:-}" ]; then
     STARTED_POSTGRES=1
 fi
 $D simulate authority --out "$WORK" 2>/dev/null
+# Starts an nginx of the script's own, stopped at exit: configuration NAME in $WORK/nginx, one worker, its blocks
+# after `events` read from standard input; LINE, if given, goes first (a `load_module`).
+start_nginx() { # NAME [LINE]
+    mkdir -p "$WORK/nginx"
+    {
+        if [ -n "${2:-}" ]; then echo "$2"; fi
+        printf 'worker_processes 1;\npid %s;\nerror_log %s;\nevents { worker_connections 1024; }\n' \
+            "$WORK/nginx/$1.pid" "$WORK/nginx/$1-error.log"
+        cat
+    } >"$WORK/nginx/$1.conf"
+    nginx -c "$WORK/nginx/$1.conf"
+    stop_at_exit+=("nginx -c $WORK/nginx/$1.conf -s stop")
+}

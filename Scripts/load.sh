@@ -29,20 +29,13 @@ TRACING=()
 if [ "${TRACES:-0}" = 1 ]; then
     command -v nginx >/dev/null || { echo "TRACES=1 needs nginx (apt-get install nginx-light)" >&2; exit 1; }
     # A collector that accepts every export and keeps nothing: what tracing costs the servers, not a collector.
-    mkdir -p "$WORK/nginx"
-    cat >"$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 256; }
+    start_nginx sink <<CONF
 http {
     access_log off;
     client_body_temp_path $WORK/nginx;
     server { listen 127.0.0.1:14318; location / { client_max_body_size 64m; return 200; } }
 }
 CONF
-    nginx -c "$WORK/nginx/nginx.conf"
-    stop_at_exit+=("nginx -c $WORK/nginx/nginx.conf -s stop")
     TRACING=(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:14318/v1/traces)
     echo "traces: every span exported to http://127.0.0.1:14318/v1/traces"
 fi
