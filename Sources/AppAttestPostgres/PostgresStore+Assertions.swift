@@ -13,8 +13,8 @@ extension PostgresAppAttestStore {
         -> AssertionAcceptanceOutcome
     {
         // One statement, one round trip, one implicit transaction.
-        try await perform { client, logger in
-            try await Self.accept(acceptance, .pool(client, logger))
+        try await perform { connection, logger in
+            try await Self.accept(acceptance, Session(connection: connection, logger: logger))
         }
     }
 
@@ -32,15 +32,15 @@ extension PostgresAppAttestStore {
         }
         do {
             if batch.allSatisfy({ $0.challenge == nil && $0.nextChallenge == nil }) {
-                return try await perform { client, logger in
-                    try await Self.acceptCounters(batch, order: order, client: client, logger: logger)
+                return try await perform { connection, logger in
+                    try await Self.acceptCounters(batch, order: order, connection: connection, logger: logger)
                 }
             }
-            return try await perform { client, logger in
-                try await client.withTransaction(logger: logger) { connection in
+            return try await perform { connection, logger in
+                try await connection.withTransaction(logger: logger) { connection in
                     var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
                     for index in order {
-                        outcomes[index] = try await Self.accept(batch[index], .connection(connection, logger))
+                        outcomes[index] = try await Self.accept(batch[index], Session(connection: connection, logger: logger))
                     }
                     return outcomes.map { $0! }
                 }
@@ -59,13 +59,14 @@ extension PostgresAppAttestStore {
 
     /// Acceptances without challenges, in as few statements as the batch allows: one ``CounterUpdates`` statement
     /// per round, a round holding each key at most once (an `UPDATE … FROM` applies one input row per key). One round,
-    /// the usual case, is one statement and one round trip on the pool, its own implicit transaction; more run in one
+    /// the usual case, is one statement and one round trip, its own implicit transaction; more run in one
     /// transaction, each round locking only keys the first already holds, in keyId order. A refusal costs one more
     /// read, after the commit.
     static func acceptCounters(
-        _ batch: [AssertionAcceptance], order: [Int], client: PostgresClient, logger: Logger
+        _ batch: [AssertionAcceptance], order: [Int], connection: PostgresConnection, logger: Logger
     ) async throws -> [AssertionAcceptanceOutcome] {
         let rounds = AssertionAcceptance.rounds(batch, order: order)
+        let session = Session(connection: connection, logger: logger)
         let statements = rounds.map { round in
             CounterUpdates(
                 counters: round.map { Int64(batch[$0].counter) },
@@ -75,13 +76,13 @@ extension PostgresAppAttestStore {
         // Each round's accepted keys and their highest counters, as the round left them.
         let returned: [[Data: Int64]]
         if statements.count == 1 {
-            returned = [try await Dictionary(Session.pool(client, logger).execute(statements[0])) { $1 }]
+            returned = [try await Dictionary(session.execute(statements[0])) { $1 }]
         } else {
-            returned = try await client.withTransaction(logger: logger) { connection in
+            returned = try await connection.withTransaction(logger: logger) { _ in
                 var returned: [[Data: Int64]] = []
                 for statement in statements {
                     returned.append(
-                        try await Dictionary(Session.connection(connection, logger).execute(statement)) { $1 })
+                        try await Dictionary(session.execute(statement)) { $1 })
                 }
                 return returned
             }
@@ -91,32 +92,24 @@ extension PostgresAppAttestStore {
         }
         var outcomes = AssertionAcceptance.acceptedOutcomes(batch, rounds: rounds, accepted: accepted)
         for index in outcomes.indices where outcomes[index] == nil {
-            outcomes[index] = try await explain(batch[index], Session.pool(client, logger).query)
+            outcomes[index] = try await explain(batch[index], session.query)
         }
         return outcomes.map { $0! }
     }
 
-    /// Where a statement runs: on the pool (its own implicit transaction) or on a connection inside a transaction.
-    enum Session {
-        case pool(PostgresClient, Logger)
-        case connection(PostgresConnection, Logger)
+    /// A connection the operation leased (``perform(bounded:_:)``), and the logger for its statements.
+    struct Session {
+        let connection: PostgresConnection
+        let logger: Logger
 
         func query(_ query: PostgresQuery) async throws -> PostgresRowSequence {
-            switch self {
-            case .pool(let client, let logger): try await client.query(query, logger: logger)
-            case .connection(let connection, let logger): try await connection.query(query, logger: logger)
-            }
+            try await connection.query(query, logger: logger)
         }
 
         /// A prepared statement (parsed and planned once per connection), its rows collected.
         func execute<Statement: PostgresPreparedStatement>(_ statement: Statement) async throws -> [Statement.Row] {
             var rows: [Statement.Row] = []
-            switch self {
-            case .pool(let client, let logger):
-                for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
-            case .connection(let connection, let logger):
-                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            }
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
             return rows
         }
     }

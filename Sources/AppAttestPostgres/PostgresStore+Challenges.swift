@@ -10,8 +10,8 @@ import Synchronization
 extension PostgresAppAttestStore {
 
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
-        _ = try await perform { client, logger in
-            try await client.query(try Self.insertion(record), logger: logger)
+        _ = try await perform { connection, logger in
+            try await connection.query(try Self.insertion(record), logger: logger)
         }
     }
 
@@ -38,8 +38,8 @@ extension PostgresAppAttestStore {
         guard record.keyID != nil || record.userID != nil else { return try await insertChallenge(record) }
         let key = record.keyID.map { Data($0.rawValue) }, userID = record.userID
         let time = now.timeIntervalSince1970, keep = Int64(max(0, limit - 1))
-        _ = try await perform { client, logger in
-            try await client.withTransaction(logger: logger) { connection in
+        _ = try await perform { connection, logger in
+            try await connection.withTransaction(logger: logger) { connection in
                 // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored.
                 if let key {
                     try await connection.query(
@@ -63,8 +63,8 @@ extension PostgresAppAttestStore {
 
     public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
         let time = now.timeIntervalSince1970
-        return try await perform { client, logger -> Int in
-            let rows = try await client.query(
+        return try await perform { connection, logger -> Int in
+            let rows = try await connection.query(
                 "SELECT COUNT(*) FROM app_attest_challenges WHERE issuer = \(issuer) AND expires_at > \(time)",
                 logger: logger)
             for try await count in rows.decode(Int64.self) { return Int(count) }
@@ -77,8 +77,8 @@ extension PostgresAppAttestStore {
     {
         let bytes = Data(challenge), key = keyID.map { Data($0.rawValue) }
         // One statement: deleted and returned only when the purpose and the reservation allow this key and user.
-        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
-            let rows = try await client.query(
+        let row = try await perform { connection, logger -> (String, Data?, String?, Double)? in
+            let rows = try await connection.query(
                 """
                 DELETE FROM app_attest_challenges WHERE challenge = \(bytes) AND purpose = \(purpose)
                     AND (key_id IS NULL OR key_id = \(key)) AND (user_id IS NULL OR user_id = \(userID))
@@ -92,8 +92,8 @@ extension PostgresAppAttestStore {
 
     public func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord? {
         let bytes = Data(challenge)
-        let row = try await perform { client, logger -> (String, Data?, String?, Double)? in
-            let rows = try await client.query(
+        let row = try await perform { connection, logger -> (String, Data?, String?, Double)? in
+            let rows = try await connection.query(
                 "SELECT purpose, key_id, user_id, expires_at FROM app_attest_challenges WHERE challenge = \(bytes)",
                 logger: logger)
             for try await row in rows.decode((String, Data?, String?, Double).self) { return row }
@@ -104,18 +104,18 @@ extension PostgresAppAttestStore {
 
     public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
         let time = now.timeIntervalSince1970, key = keyID.map { Data($0.rawValue) }
-        return try await perform { client, logger -> Int in
+        return try await perform { connection, logger -> Int in
             let rows: PostgresRowSequence
             if let key {
-                rows = try await client.query(
+                rows = try await connection.query(
                     "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)",
                     logger: logger)
             } else if let userID {
-                rows = try await client.query(
+                rows = try await connection.query(
                     "SELECT COUNT(*) FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)",
                     logger: logger)
             } else {
-                rows = try await client.query(
+                rows = try await connection.query(
                     "SELECT COUNT(*) FROM app_attest_challenges WHERE expires_at > \(time)", logger: logger)
             }
             for try await count in rows.decode(Int64.self) { return Int(count) }
@@ -135,8 +135,8 @@ extension PostgresAppAttestStore {
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
         let time = now.timeIntervalSince1970
-        return try await perform { client, logger in
-            let rows = try await client.query(
+        return try await perform { connection, logger in
+            let rows = try await connection.query(
                 "DELETE FROM app_attest_challenges WHERE expires_at < \(time) RETURNING 1", logger: logger)
             var count = 0
             for try await _ in rows { count += 1 }

@@ -9,8 +9,8 @@ extension PostgresAppAttestStore {
     public func appendKeyEvent(_ event: KeyEvent) async throws(StoreError) {
         let keyID = Data(event.keyID.rawValue), kind = event.kind.rawValue, time = event.time.timeIntervalSince1970
         let detail = event.detail
-        _ = try await affected { client, logger in
-            try await client.query(
+        _ = try await affected { connection, logger in
+            try await connection.query(
                 """
                 INSERT INTO app_attest_key_events (key_id, kind, time, detail)
                 VALUES (\(keyID), \(kind), \(time), \(detail)) RETURNING 1
@@ -20,9 +20,9 @@ extension PostgresAppAttestStore {
 
     public func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent] {
         let bytes = Data(keyID.rawValue), count = Int64(max(0, limit))
-        let rows = try await perform { client, logger -> [(String, Double, String?)] in
+        let rows = try await perform { connection, logger -> [(String, Double, String?)] in
             var rows: [(String, Double, String?)] = []
-            for try await row in try await client.query(
+            for try await row in try await connection.query(
                 """
                 SELECT kind, time, detail FROM app_attest_key_events WHERE key_id = \(bytes)
                 ORDER BY id DESC LIMIT \(count)
@@ -44,9 +44,9 @@ extension PostgresAppAttestStore {
         let seconds = time.timeIntervalSince1970, batch = Int64(max(1, limit))
         var total = 0
         while true {
-            let deleted = try await perform { client, logger -> Int in
+            let deleted = try await perform { connection, logger -> Int in
                 var count = 0
-                for try await value in try await client.query(
+                for try await value in try await connection.query(
                     """
                     WITH deleted AS (
                         DELETE FROM app_attest_key_events WHERE id IN (
@@ -68,12 +68,12 @@ extension PostgresAppAttestStore {
         -> TimeInterval?
     {
         let seconds = now.timeIntervalSince1970
-        return try await perform { client, logger -> TimeInterval? in
+        return try await perform { connection, logger -> TimeInterval? in
             // One statement, atomic under the row's lock for every instance on this database: the bucket refilled
             // since it was last taken from (never backwards, whatever the instances' clocks), then one token taken
             // when one is there.
             var taken = false
-            for try await _ in try await client.query(
+            for try await _ in try await connection.query(
                 """
                 INSERT INTO app_attest_token_buckets AS b (name, tokens, updated_at) VALUES (\(name), \(burst) - 1, \(seconds))
                 ON CONFLICT (name) DO UPDATE SET
@@ -87,7 +87,7 @@ extension PostgresAppAttestStore {
             }
             if taken { return nil }
             var available = 0.0
-            for try await value in try await client.query(
+            for try await value in try await connection.query(
                 """
                 SELECT LEAST(\(burst), tokens + GREATEST(0, \(seconds) - updated_at) * \(rate))
                 FROM app_attest_token_buckets WHERE name = \(name)

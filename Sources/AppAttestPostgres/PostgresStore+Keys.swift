@@ -16,8 +16,8 @@ extension PostgresAppAttestStore {
         let created = record.createdAt.timeIntervalSince1970, updated = record.receiptUpdatedAt.timeIntervalSince1970
         let revoked = record.revokedAt?.timeIntervalSince1970
         let newKey = record.keyID.base64EncodedString, keep = maximumKeysPerUser.map { Int64(max(0, $0 - 1)) }
-        let outcome = try await perform { client, logger -> [Data]? in
-            try await client.withTransaction(logger: logger) { connection -> [Data]? in
+        let outcome = try await perform { connection, logger -> [Data]? in
+            try await connection.withTransaction(logger: logger) { connection -> [Data]? in
                 if let userID, keep != nil {
                     // One registration of a user of an App ID at a time, so that concurrent ones never leave more
                     // active keys than the limit (each would otherwise count without the other's uncommitted key).
@@ -86,9 +86,9 @@ extension PostgresAppAttestStore {
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
         guard !keyIDs.isEmpty else { return [] }
         let statement = KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) })
-        let rows = try await perform { client, logger -> [KeyRow] in
+        let rows = try await perform { connection, logger -> [KeyRow] in
             var rows: [KeyRow] = []
-            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
             return rows
         }
         return try Self.records(rows)
@@ -111,8 +111,8 @@ extension PostgresAppAttestStore {
     }
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
-        try await fetchKeys { client, logger in
-            try await client.query(
+        try await fetchKeys { connection, logger in
+            try await connection.query(
                 "SELECT \(unescaped: Self.keyColumns) FROM app_attest_keys WHERE user_id = \(userID) ORDER BY created_at, key_id",
                 logger: logger)
         }
@@ -122,8 +122,8 @@ extension PostgresAppAttestStore {
         let bytes = Data(keyID.rawValue), seconds = time.timeIntervalSince1970
         let kind = KeyEvent.Kind.revoked.rawValue,
             detail = KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason).detail
-        return try await affected { client, logger in
-            try await client.query(
+        return try await affected { connection, logger in
+            try await connection.query(
                 """
                 WITH revoked AS (
                     UPDATE app_attest_keys SET revoked_at = \(seconds) WHERE key_id = \(bytes) AND revoked_at IS NULL
@@ -140,8 +140,8 @@ extension PostgresAppAttestStore {
         let bytes = Data(keyID.rawValue), data = Data(receipt), metric = riskMetric.map(Int64.init)
         let seconds = time.timeIntervalSince1970
         let kind = KeyEvent.Kind.receiptRefreshed.rawValue, detail = riskMetric.map { "\($0)" }
-        return try await affected { client, logger in
-            try await client.query(
+        return try await affected { connection, logger in
+            try await connection.query(
                 """
                 WITH updated AS (
                     UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)

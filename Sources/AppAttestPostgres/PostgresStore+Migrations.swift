@@ -40,8 +40,8 @@ extension PostgresAppAttestStore {
 
     func migrate() async throws(StoreError) {
         // Bounded by the start-up timeout (migrate(within:)), not the operation timeout.
-        try await perform(bounded: false) { client, logger in
-            try await client.withTransaction(logger: logger) { connection in
+        try await perform(bounded: false) { connection, logger in
+            try await connection.withTransaction(logger: logger) { connection in
                 // One migrator at a time across every server that starts against this database.
                 try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
                 // The steps below take table locks even when there is nothing to do (CREATE INDEX IF NOT EXISTS a

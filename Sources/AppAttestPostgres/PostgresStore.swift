@@ -225,14 +225,32 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     // MARK: Helpers
 
-    /// Runs one operation within ``operationTimeout`` (unless not `bounded`), its errors as `StoreError`.
+    /// Runs one operation on a connection of its own within ``operationTimeout`` (unless not `bounded`), its errors as
+    /// `StoreError`.
+    ///
+    /// The connection is leased for the whole operation and returned when `body` ends, whatever the statements did.
+    /// Statements never run on `PostgresClient`'s own `query` and `execute`: those return the connection when their
+    /// rows are consumed, and postgres-nio 1.33 never returns it when a statement fails before its rows are iterated
+    /// (a server that answers at once, as a read-only standby does to every write during a failover): under load
+    /// every connection of the pool was lost that way within a second and the store stayed unavailable
+    /// (`FailoverTests`).
     func perform<T: Sendable>(
-        bounded: Bool = true, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+        bounded: Bool = true, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws(StoreError) -> T {
         let client = client
         let logger = logger
         let operation = { @Sendable () async throws(StoreError) -> T in
-            do { return try await body(client, logger) } catch let error as StoreError { throw error } catch {
+            do {
+                return try await client.withConnection { connection in
+                    do { return try await body(connection, logger) } catch where Self.isReadOnly(error) {
+                        // A server that cannot write (a standby, or a primary demoted to one) answers every write of
+                        // this connection so; new connections go where the proxy or DNS now points.
+                        logger.warning("PostgreSQL: a read-only server refused a write; closing its connection")
+                        try? await connection.close()
+                        throw error
+                    }
+                }
+            } catch let error as StoreError { throw error } catch {
                 throw StoreError(.unavailable, "PostgreSQL: \(String(reflecting: error).prefix(500))")
             }
         }
@@ -240,22 +258,31 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         return try await StoreDeadline.run(operationTimeout, "PostgreSQL", operation)
     }
 
-    func affected(_ query: @escaping @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+    /// Whether `error` is a server's `read_only_sql_transaction` (SQLSTATE 25006), alone or within a transaction.
+    static func isReadOnly(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError { return error.serverInfo?[.sqlState] == "25006" }
+        if let error = error as? PostgresTransactionError {
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(isReadOnly) == true }
+        }
+        return false
+    }
+
+    func affected(_ query: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRowSequence)
         async throws(StoreError) -> Bool
     {
-        try await perform { client, logger in
+        try await perform { connection, logger in
             var count = 0
-            for try await _ in try await query(client, logger) { count += 1 }
+            for try await _ in try await query(connection, logger) { count += 1 }
             return count == 1
         }
     }
 
-    func fetchKeys(_ query: @escaping @Sendable (PostgresClient, Logger) async throws -> PostgresRowSequence)
+    func fetchKeys(_ query: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRowSequence)
         async throws(StoreError) -> [KeyRecord]
     {
-        let rows = try await perform { client, logger -> [KeyRow] in
+        let rows = try await perform { connection, logger -> [KeyRow] in
             var rows: [KeyRow] = []
-            for try await row in try await query(client, logger).decode(KeyRow.self) { rows.append(row) }
+            for try await row in try await query(connection, logger).decode(KeyRow.self) { rows.append(row) }
             return rows
         }
         return try Self.records(rows)
