@@ -127,8 +127,8 @@ fi
 # sends connections to the primary, and to the standby only when the primary does not answer (nginx's stream
 # module, apt-get install libnginx-mod-stream; in production: HAProxy with Patroni's primary check, PgBouncer behind
 # a virtual IP, or your cloud's writer endpoint). Under load the primary is killed (SIGKILL) and, two seconds later,
-# the standby promoted. A readiness probe every 100 ms measures the unavailability; `load check` then reads every
-# counter back from the promoted database.
+# the standby promoted. Two probes every 100 ms, a read (the readiness check) and a write (a challenge issued),
+# measure the unavailability; `load check` then reads every counter back from the promoted database.
 bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
 stream=/usr/lib/nginx/modules/ngx_stream_module.so
 [ -f "$stream" ] || { echo "failover: needs nginx's stream module (apt-get install libnginx-mod-stream)" >&2; exit 1; }
@@ -178,9 +178,12 @@ pids+=($!)
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18116/health >/dev/null && break; sleep 0.1; done
 $D load prepare --dir "$WORK" --url http://127.0.0.1:18116 --token "$TOKEN" --app-id $APP \
     --devices "$DEVICES" --assertions 300 --runs 1 | grep -v '^wrote' || true
+# Two probes every 100 ms: a read (the readiness check) and a write (an attestation challenge issued, a row inserted).
 ( while :; do
-    printf '%s %s\n' "$(date +%s.%N)" "$(curl -s -o /dev/null -m 5 -w '%{http_code}' \
-        http://127.0.0.1:18116/health/ready)"
+    printf '%s %s %s\n' "$(date +%s.%N)" "$(curl -s -o /dev/null -m 5 -w '%{http_code}' \
+        http://127.0.0.1:18116/health/ready)" "$(curl -s -o /dev/null -m 5 -w '%{http_code}' -X POST \
+        -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -d '{"purpose":"attestation"}' \
+        http://127.0.0.1:18116/v1/challenges)"
     sleep 0.1
   done ) >"$WORK/probe" &
 PROBE=$!
@@ -193,20 +196,28 @@ kill -KILL "$(head -n 1 "$WORK/primary/postmaster.pid")"
 killed=$(date +%s.%N)
 sleep 2
 as_postgres "$bin/pg_ctl" -D "$WORK/standby" -w promote >/dev/null
+promoted=$(date +%s.%N)
 wait $load
 kill $PROBE 2>/dev/null || true
 grep -E '^(RESULT|RECEIVED)' "$WORK/failover-wrk"
 check="$($D load check --url http://127.0.0.1:18116 --token "$TOKEN" "$WORK/failover-accepted" 2>&1)" || true
 echo "$check" | grep -E 'LOST|Error' || true
 lost="$(echo "$check" | sed -n 's/.*LOST counter updates: \([0-9]*\).*/\1/p')"
-unavailable="$(awk -v k="$killed" '$1 >= k && $2 != 200 { if (!first) first = $1; last = $1 }
-    END { if (first) printf "%.1f", last - first + 0.1; else printf "0" }' "$WORK/probe")"
+# From the first failed probe after the kill to the last (reads and writes apart; reads also work on the standby).
+span() { # COLUMN
+    awk -v k="$killed" -v c="$1" '$1 >= k && $c != 200 { if (!first) first = $1; last = $1 }
+        END { if (first) printf "%.1f", last - first + 0.1; else printf "0" }' "$WORK/probe"
+}
+unavailable="$(span 3)"
+# The first write accepted after the promotion.
+resumed="$(awk -v p="$promoted" '$1 >= p && $3 == 200 { printf "%.1f", $1 - p; exit }' "$WORK/probe")"
+unreadable="$(span 2)"
 recovered=""
-if [ "$(tail -n 1 "$WORK/probe" | cut -d' ' -f2)" != 200 ]; then
+if [ "$(tail -n 1 "$WORK/probe" | cut -d' ' -f2,3)" != "200 200" ]; then
     recovered=" (not recovered by the end of the run)"
     FAILED=1
 fi
-echo "failover: unavailable $unavailable s$recovered, acknowledged lost ${lost:-unknown}"
+echo "failover: unavailable $unavailable s (writes, ${resumed:-never} s after the promotion; reads $unreadable s)$recovered, acknowledged lost ${lost:-unknown}"
 [ "${lost:-1}" = 0 ] || FAILED=1
 if grep -E '^RECEIVED' "$WORK/failover-wrk" | grep -qE ' 5(00|02|04)='; then
     echo "failover: a request was answered 500, 502 or 504"
