@@ -141,14 +141,23 @@ mkdir -p "$WORK/primary" "$WORK/standby"
 if [ "$(id -u)" -eq 0 ]; then chown postgres "$WORK/primary" "$WORK/standby"; fi
 chmod 700 "$WORK/primary" "$WORK/standby"
 as_postgres "$bin/initdb" -D "$WORK/primary" --auth=trust --username=postgres -E UTF8 >/dev/null
+stop_clusters() {
+    as_postgres "$bin/pg_ctl" -D "$WORK/standby" -m immediate stop >/dev/null 2>&1 || true
+    as_postgres "$bin/pg_ctl" -D "$WORK/primary" -m immediate stop >/dev/null 2>&1 || true
+}
+stop_at_exit+=(stop_clusters)
+start_cluster() { # NAME PORT
+    as_postgres "$bin/pg_ctl" -D "$WORK/$1" -l "$WORK/$1/server.log" -w -o "-p $2 $settings" start >/dev/null \
+        || { echo "failover: the $1 did not start:" >&2; tail -n 20 "$WORK/$1/server.log" >&2; exit 1; }
+}
 settings="-c listen_addresses=127.0.0.1 -k /tmp -c max_connections=200 -c fsync=on -c wal_level=replica \
     -c max_wal_senders=4 -c hot_standby=on -c synchronous_commit=remote_apply"
-as_postgres "$bin/pg_ctl" -D "$WORK/primary" -l "$WORK/primary/server.log" -w -o "-p $P1 $settings" start >/dev/null
+start_cluster primary $P1
 as_postgres "$bin/createdb" -h 127.0.0.1 -p $P1 -U postgres appattest
 as_postgres "$bin/pg_basebackup" -h 127.0.0.1 -p $P1 -U postgres -D "$WORK/standby" -X stream -R
 echo "primary_conninfo = 'host=127.0.0.1 port=$P1 user=postgres application_name=standby1'" \
     | as_postgres tee -a "$WORK/standby/postgresql.auto.conf" >/dev/null
-as_postgres "$bin/pg_ctl" -D "$WORK/standby" -l "$WORK/standby/server.log" -w -o "-p $P2 $settings" start >/dev/null
+start_cluster standby $P2
 # Synchronous once the standby runs (before, every commit would wait for it).
 as_postgres "$bin/psql" -h 127.0.0.1 -p $P1 -U postgres -qc "ALTER SYSTEM SET synchronous_standby_names = 'standby1'"
 as_postgres "$bin/psql" -h 127.0.0.1 -p $P1 -U postgres -qtAc "SELECT pg_reload_conf()" >/dev/null
@@ -159,11 +168,6 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [ "$state" = sync ] || { echo "failover: the standby is not synchronous ($state)" >&2; exit 1; }
-stop_clusters() {
-    as_postgres "$bin/pg_ctl" -D "$WORK/standby" -m immediate stop >/dev/null 2>&1 || true
-    as_postgres "$bin/pg_ctl" -D "$WORK/primary" -m immediate stop >/dev/null 2>&1 || true
-}
-stop_at_exit+=(stop_clusters)
 start_nginx proxy "load_module $stream;" <<CONF
 stream {
     upstream postgres { server 127.0.0.1:$P1 max_fails=1 fail_timeout=60s; server 127.0.0.1:$P2 backup; }

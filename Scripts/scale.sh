@@ -4,12 +4,13 @@
 # that with many keys nearly every request misses the key cache, as in a real fleet.
 #   Scripts/scale.sh [--million]     needs wrk and PostgreSQL (APPATTEST_POSTGRES_URL, or .ci/postgres.sh starts one)
 # Environment: APPATTEST_BINARY / APPATTEST_DEV_BINARY (as Scripts/load.sh), DURATION (15s), CONNECTIONS (32),
-# SIZES (keys per run, "1000 100000"; --million adds 1000000), CACHE (keyCacheSize, 10000).
+# SIZES (keys per run, "1000 100000"; --million adds 1000000), CACHE (keyCacheSize, 10000), ASSERTIONS (prepared per
+# run, spread over every key, 300000).
 # For each size and database: a fresh database, the keys registered, a /ping run, the assertion run, `load check`
 # (every accepted counter stored), another /ping run. One line per run:
 #   RESULT keys=N db=D rps=R ratio=X p50=… p99=… rss_mib=M
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
-# the run.
+# the run. The script exits 1 when a counter is lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
@@ -17,6 +18,7 @@ DURATION="${DURATION:-15s}"
 CONNECTIONS="${CONNECTIONS:-32}"
 SIZES="${SIZES:-1000 100000}"
 CACHE="${CACHE:-10000}"
+ASSERTIONS="${ASSERTIONS:-300000}"
 if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
 APP=SCALETEST1.com.example.scale
@@ -50,7 +52,7 @@ for size in $SIZES; do
         pids+=("$SERVER")
         for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
         # Enough assertions for a run at any rate seen here (about 10,000 a second at most), spread over every key.
-        per=$(( (300000 + size - 1) / size ))
+        per=$(( (ASSERTIONS + size - 1) / size ))
         $D load prepare --dir "$WORK" --url "$URL" --token "$TOKEN" --app-id $APP --devices "$size" \
             --assertions "$per" --runs 1 | grep -v '^wrote' || true
         before="$(wrk_run ping - | rps)"
@@ -63,9 +65,11 @@ for size in $SIZES; do
         p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
         echo "RESULT keys=$size db=$db rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss (/ping $before, $after)"
         echo "$lost"
+        [ "$lost" = "LOST counter updates: 0" ] || FAILED=1
         kill -TERM "$SERVER"
         wait "$SERVER" || true
         SERVER=""
         rm -f "$WORK"/run-1.txt "$WORK"/scale-*.sqlite*
     done
 done
+exit $FAILED
