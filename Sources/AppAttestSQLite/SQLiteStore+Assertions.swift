@@ -119,7 +119,11 @@ extension SQLiteAppAttestStore {
     }
 
     /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
-    static let selectKeys = "SELECT * FROM keys JOIN key_counters USING (key_id)"
+    static let selectKeys = """
+        SELECT key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at,
+            receipt_updated_at, revoked_at
+        FROM keys JOIN key_counters USING (key_id)
+        """
 
     /// One key's record.
     static let selectKey = "\(selectKeys) WHERE key_id = ?"

@@ -78,12 +78,13 @@ extension SQLiteAppAttestStore {
         let placeholders = Array(repeating: "?", count: keyIDs.count).joined(separator: ",")
         let arguments = StatementArguments(keyIDs.map { Data($0.rawValue) })
         return try await readNow { db -> [KeyRecord] in
-            let rows = try Row.fetchAll(
+            // A cursor's rows are read from the statement in place, not copied.
+            let rows = try Row.fetchCursor(
                 try db.cachedStatement(sql: "\(Self.selectKeys) WHERE key_id IN (\(placeholders))"),
                 arguments: arguments)
             var records: [KeyRecord] = []
-            records.reserveCapacity(rows.count)
-            for row in rows { records.append(try Self.keyRecord(row)) }
+            records.reserveCapacity(keyIDs.count)
+            while let row = try rows.next() { records.append(try Self.keyRecord(row)) }
             return records
         }
     }

@@ -182,8 +182,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     /// wake-ups that cost more than the read itself, which takes microseconds. The thread
     /// is held as long as a signature check holds it, and at most two such reads run at once (the service's
     /// `KeyReadBatcher`), so the task pool is never starved.
+    ///
+    /// Outside an explicit transaction (GRDB's `unsafeRead`): the body runs one statement, which SQLite runs in a
+    /// transaction of its own, so its rows are as consistent as in `read`, without a `BEGIN` and a `COMMIT` around it.
     func readNow<T: Sendable>(_ body: (Database) throws -> T) async throws(StoreError) -> T {
-        try await Self.access { try pool.read(body) }
+        try await Self.access { try pool.unsafeRead(body) }
     }
 
     /// A database access, its errors as the store's: a `StoreError` as it is, anything else `unavailable`.
@@ -199,14 +202,15 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
+    /// A row of ``selectKeys``, its columns read by position.
     static func keyRecord(_ row: Row) throws(StoreError) -> KeyRecord {
-        let keyID: Data = row["key_id"]
-        let publicKey: Data = row["public_key"]
-        let receipt: Data = row["receipt"]
+        let keyID: Data = row[0]
+        let publicKey: Data = row[4]
+        let receipt: Data = row[6]
         return try KeyRecord.decoding(
-            keyID: keyID, userID: row["user_id"], appID: row["app_id"], environment: row["environment"],
-            publicKey: publicKey, counter: row["counter"], receipt: Array(receipt), riskMetric: row["risk_metric"],
-            createdAt: row["created_at"], receiptUpdatedAt: row["receipt_updated_at"], revokedAt: row["revoked_at"])
+            keyID: keyID, userID: row[1], appID: row[2], environment: row[3], publicKey: publicKey, counter: row[5],
+            receipt: Array(receipt), riskMetric: row[7], createdAt: row[8], receiptUpdatedAt: row[9],
+            revokedAt: row[10])
     }
 }
 #endif  // SQLite
