@@ -5,7 +5,7 @@
 #   Scripts/scale.sh [--million]     needs wrk and PostgreSQL (APPATTEST_POSTGRES_URL, or .ci/postgres.sh starts one)
 # Environment: APPATTEST_BINARY / APPATTEST_DEV_BINARY (as Scripts/load.sh), DURATION (15s), CONNECTIONS (32),
 # SIZES (keys per run, "1000 100000"; --million adds 1000000), CACHE (keyCacheSize, 10000), ASSERTIONS (prepared per
-# run, spread over every key, 300000).
+# run, spread over every key, 300000), DATABASES ("sqlite postgres").
 # For each size and database: a fresh database, the keys registered, a /ping run, the assertion run, `load check`
 # (every accepted counter stored), another /ping run. One line per run:
 #   RESULT keys=N db=D rps=R ratio=X p50=… p99=… rss_mib=M
@@ -19,6 +19,7 @@ CONNECTIONS="${CONNECTIONS:-32}"
 SIZES="${SIZES:-1000 100000}"
 CACHE="${CACHE:-10000}"
 ASSERTIONS="${ASSERTIONS:-300000}"
+DATABASES="${DATABASES:-sqlite postgres}"
 if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
 APP=SCALETEST1.com.example.scale
@@ -34,7 +35,7 @@ wrk_run() { # MODE FILE: prints the RESULT line
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
 
 for size in $SIZES; do
-    for db in sqlite postgres; do
+    for db in $DATABASES; do
         if [ "$db" = sqlite ]; then
             database="sqlite:$WORK/scale-$size.sqlite"
         else
