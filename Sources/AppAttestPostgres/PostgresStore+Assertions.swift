@@ -40,7 +40,8 @@ extension PostgresAppAttestStore {
                 try await connection.withTransaction(logger: logger) { connection in
                     var outcomes = [AssertionAcceptanceOutcome?](repeating: nil, count: batch.count)
                     for index in order {
-                        outcomes[index] = try await Self.accept(batch[index], Session(connection: connection, logger: logger))
+                        outcomes[index] = try await Self.accept(
+                            batch[index], Session(connection: connection, logger: logger))
                     }
                     return outcomes.map { $0! }
                 }
