@@ -22,6 +22,7 @@ cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for command in "${stop_at_exit[@]}"; do eval "$command" >/dev/null 2>&1 || true; done
     if [ -n "${STARTED_POSTGRES:-}" ]; then bash .ci/postgres.sh stop; fi
+    rm -rf "$WORK"
 }
 trap cleanup EXIT
 # A throwaway PostgreSQL unless APPATTEST_POSTGRES_URL names one.

@@ -195,6 +195,7 @@ pids+=("$PROBE")
 wrk -t$THREADS -c"$CONNECTIONS" -d20s --timeout 10s -s Scripts/load.lua http://127.0.0.1:18116 -- assert \
     "$WORK/run-1.txt" "$TOKEN" "$WORK/failover-accepted" 131072 $THREADS >"$WORK/failover-wrk" &
 load=$!
+pids+=("$load")
 sleep 6
 kill -KILL "$(head -n 1 "$WORK/primary/postmaster.pid")"
 killed=$(date +%s.%N)

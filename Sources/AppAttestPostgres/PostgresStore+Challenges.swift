@@ -10,8 +10,8 @@ import Synchronization
 extension PostgresAppAttestStore {
 
     public func insertChallenge(_ record: ChallengeRecord) async throws(StoreError) {
-        _ = try await perform { connection, logger in
-            try await connection.query(try Self.insertion(record), logger: logger)
+        try await perform { connection, logger in
+            for try await _ in try await connection.query(try Self.insertion(record), logger: logger) {}
         }
     }
 

@@ -242,12 +242,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let operation = { @Sendable () async throws(StoreError) -> T in
             do {
                 return try await client.withConnection { connection in
-                    do { return try await body(connection, logger) } catch  where Self.isReadOnly(error) {
+                    do { return try await body(connection, logger) } catch let refusal where Self.isReadOnly(refusal) {
                         // A server that cannot write (a standby, or a primary demoted to one) answers every write of
                         // this connection so; new connections go where the proxy or DNS now points.
                         logger.warning("PostgreSQL: a read-only server refused a write; closing its connection")
                         try? await connection.close()
-                        throw error
+                        throw refusal
                     }
                 }
             } catch let error as StoreError { throw error } catch {
