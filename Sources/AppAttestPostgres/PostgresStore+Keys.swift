@@ -87,9 +87,7 @@ extension PostgresAppAttestStore {
         guard !keyIDs.isEmpty else { return [] }
         let statement = KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) })
         let rows = try await perform { connection, logger -> [KeyRow] in
-            var rows: [KeyRow] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return rows
+            try await Session(connection: connection, logger: logger).execute(statement)
         }
         return try Self.records(rows)
     }
