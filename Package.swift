@@ -209,6 +209,7 @@ let package = Package(
             dependencies: [
                 "AppAttestStore", "AppAttestSQLSupport", "AppAttest",
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+                .product(name: "GRDBSQLite", package: "GRDB.swift", condition: sqlite),
             ],
             swiftSettings: strict
         ),

@@ -73,20 +73,17 @@ extension SQLiteAppAttestStore {
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        // On the reader's connections, on the calling thread: a read takes microseconds, less than handing it to a
+        // queue's thread and the answer back. The thread is held as long as a signature check holds it, and at most
+        // two such reads run at once for the service (its `KeyReadBatcher`), so the task pool is never starved.
         guard !keyIDs.isEmpty else { return [] }
-        // One statement for each batch size (the statement cache keeps them prepared), at most a batch a read.
-        let placeholders = Array(repeating: "?", count: keyIDs.count).joined(separator: ",")
-        let arguments = StatementArguments(keyIDs.map { Data($0.rawValue) })
-        return try await readNow { db -> [KeyRecord] in
-            // A cursor's rows are read from the statement in place, not copied.
-            let rows = try Row.fetchCursor(
-                try db.cachedStatement(sql: "\(Self.selectKeys) WHERE key_id IN (\(placeholders))"),
-                arguments: arguments)
-            var records: [KeyRecord] = []
-            records.reserveCapacity(keyIDs.count)
-            while let row = try rows.next() { records.append(try Self.keyRecord(row)) }
-            return records
+        guard keyIDs.count > SQLiteKeyReader.maximumKeys else { return try reader.keys(keyIDs) }
+        var records: [KeyRecord] = []
+        for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
+            let end = min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)
+            records += try reader.keys(Array(keyIDs[start..<end]))
         }
+        return records
     }
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {

@@ -13,6 +13,8 @@ import GRDB
 /// `INSERT … ON CONFLICT DO NOTHING` (SQLite ≥ 3.35).
 public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     let pool: DatabasePool
+    /// Point reads of keys, on connections of their own.
+    let reader: SQLiteKeyReader
     /// The database file.
     public let path: String
 
@@ -47,6 +49,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             throw StoreError(.unavailable, "SQLite \(path): \(error)")
         }
         self.path = path
+        reader = SQLiteKeyReader(path: path, busyTimeout: busyTimeout)
     }
 
     /// Each connection's page cache, in KiB.
@@ -158,6 +161,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     /// Closes the database file; later operations fail with `unavailable`.
     public func close() async {
+        reader.close()
         try? pool.close()
     }
 
@@ -175,18 +179,6 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     func read<T: Sendable>(_ body: @Sendable @escaping (Database) throws -> T) async throws(StoreError) -> T {
         try await Self.access { try await pool.read(body) }
-    }
-
-    /// A read run on the calling thread, for point reads of keys only (a cache miss's, alone or with the other
-    /// misses read with it): an asynchronous read hands the work to a queue's thread and the answer back, two thread
-    /// wake-ups that cost more than the read itself, which takes microseconds. The thread
-    /// is held as long as a signature check holds it, and at most two such reads run at once (the service's
-    /// `KeyReadBatcher`), so the task pool is never starved.
-    ///
-    /// Outside an explicit transaction (GRDB's `unsafeRead`): the body runs one statement, which SQLite runs in a
-    /// transaction of its own, so its rows are as consistent as in `read`, without a `BEGIN` and a `COMMIT` around it.
-    func readNow<T: Sendable>(_ body: (Database) throws -> T) async throws(StoreError) -> T {
-        try await Self.access { try pool.unsafeRead(body) }
     }
 
     /// A database access, its errors as the store's: a `StoreError` as it is, anything else `unavailable`.

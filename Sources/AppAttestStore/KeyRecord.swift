@@ -1,5 +1,6 @@
 public import AppAttest
 public import Foundation
+import Synchronization
 
 /// An attested key as stored: the key assertions are verified with, and what the service keeps beside it.
 ///
@@ -49,7 +50,7 @@ extension KeyRecord {
         publicKey: some Collection<UInt8>, counter: Int64, receipt: [UInt8], riskMetric: Int?, createdAt: Double,
         receiptUpdatedAt: Double, revokedAt: Double?
     ) throws(StoreError) -> KeyRecord {
-        guard let environment = AppAttestEnvironment(rawValue: environment), let appID = try? AppID(appID),
+        guard let environment = AppAttestEnvironment(rawValue: environment), let appID = StoredAppIDs.appID(appID),
             let counter = UInt32(exactly: counter)
         else { throw StoreError(.corrupted, "a stored key does not decode") }
         guard let point = try? AttestedPublicKey(x963Representation: publicKey),
@@ -61,5 +62,21 @@ extension KeyRecord {
             createdAt: Date(timeIntervalSince1970: createdAt),
             receiptUpdatedAt: Date(timeIntervalSince1970: receiptUpdatedAt),
             revokedAt: revokedAt.map(Date.init(timeIntervalSince1970:)))
+    }
+}
+
+/// The App IDs of stored rows, parsed once each: a store holds keys of a few App IDs, read again and again, and
+/// parsing one validates it and hashes it (its rpIdHash). At most ``capacity`` are kept; others are parsed each time.
+enum StoredAppIDs {
+    private static let parsed = Mutex<[String: AppID]>([:])
+    static let capacity = 256
+
+    static func appID(_ string: String) -> AppID? {
+        if let known = parsed.withLock({ $0[string] }) { return known }
+        guard let appID = try? AppID(string) else { return nil }
+        parsed.withLock { parsed in
+            if parsed.count < capacity { parsed[string] = appID }
+        }
+        return appID
     }
 }

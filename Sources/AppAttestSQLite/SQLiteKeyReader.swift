@@ -1,0 +1,199 @@
+#if SQLite
+import AppAttest
+import AppAttestStore
+import Foundation
+import GRDBSQLite
+import Synchronization
+
+/// Point reads of keys (``SQLiteAppAttestStore/keys(withIDs:)``: a cache miss's read, alone or with the misses read
+/// with it) on SQLite connections of the store's own, beside GRDB's pool.
+///
+/// A fleet much larger than the service's key cache reads a key for nearly every assertion (README, “Scale”). Through
+/// GRDB's pool each read took a dispatch barrier, a semaphore, a pool lookup by key path and an argument array
+/// built by key path, which cost more than SQLite's own lookup; here a read takes an idle connection from a list
+/// under a lock, binds the keyIds to a statement prepared once per batch size, and decodes the columns in place.
+///
+/// The connections only read (`PRAGMA query_only`), each statement in a transaction of its own, so a batch's rows are
+/// one consistent snapshot, as a read of the pool's is. They are opened when needed and kept idle up to
+/// ``maximumIdle``; a connection that met an error is closed rather than kept.
+final class SQLiteKeyReader: Sendable {
+    private struct State {
+        var idle: [Connection] = []
+        var closed = false
+    }
+
+    private let path: String
+    private let busyTimeout: TimeInterval
+    private let state = Mutex(State())
+    /// Idle connections kept open: as many as reads run at once on a busy service (the key read batcher's two, and
+    /// the odd lookup of a key by the API).
+    static let maximumIdle = 4
+    /// The most keyIds one read binds: a prepared statement for each count up to it, on each connection.
+    static let maximumKeys = 64
+
+    init(path: String, busyTimeout: TimeInterval) {
+        self.path = path
+        self.busyTimeout = busyTimeout
+    }
+
+    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order.
+    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord] {
+        let taken = state.withLock { state -> (Connection?, Bool) in (state.idle.popLast(), state.closed) }
+        if taken.1 { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
+        let connection: Connection
+        if let idle = taken.0 {
+            connection = idle
+        } else {
+            connection = try Connection(path: path, busyTimeout: busyTimeout)
+        }
+        // A connection whose read failed is not given back: its deinit closes it.
+        let records = try connection.keys(keyIDs)
+        let surplus = state.withLock { state -> Connection? in
+            guard !state.closed, state.idle.count < Self.maximumIdle else { return connection }
+            state.idle.append(connection)
+            return nil
+        }
+        withExtendedLifetime(surplus) {}
+        return records
+    }
+
+    /// Closes the idle connections; later reads fail with `unavailable`, and a read in flight closes its connection
+    /// when it ends.
+    func close() {
+        let idle = state.withLock { state -> [Connection] in
+            state.closed = true
+            defer { state.idle = [] }
+            return state.idle
+        }
+        withExtendedLifetime(idle) {}
+    }
+}
+
+/// One read-only connection and its prepared statements, one per batch size. Used by one thread at a time: the
+/// reader hands it out from its idle list and takes it back, so `@unchecked Sendable` holds.
+private final class Connection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private let path: String
+    private var statements: [Int: OpaquePointer] = [:]
+
+    init(path: String, busyTimeout: TimeInterval) throws(StoreError) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        let opened = sqlite3_open_v2(path, &handle, flags, nil)
+        guard opened == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(opened)"
+            sqlite3_close_v2(handle)
+            throw StoreError(.unavailable, "SQLite \(path): \(message)")
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_busy_timeout(handle, Int32(clamping: Int(busyTimeout * 1000)))
+        // As the pool's connections: the same page cache, and nothing written through this one.
+        let setup = "PRAGMA query_only = 1; PRAGMA cache_size = -\(SQLiteAppAttestStore.pageCacheKiB)"
+        guard sqlite3_exec(handle, setup, nil, nil, nil) == SQLITE_OK else {
+            let message = String(cString: sqlite3_errmsg(handle))
+            sqlite3_close_v2(handle)
+            throw StoreError(.unavailable, "SQLite \(path): \(message)")
+        }
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    private func failure(_ what: String) -> StoreError {
+        StoreError(.unavailable, "SQLite \(path): \(what): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    /// The statement that reads `count` keys, prepared at its first use.
+    private func statement(_ count: Int) throws(StoreError) -> OpaquePointer {
+        if let statement = statements[count] { return statement }
+        let placeholders = Array(repeating: "?", count: count).joined(separator: ",")
+        let sql = "\(SQLiteAppAttestStore.selectKeys) WHERE key_id IN (\(placeholders))"
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
+            let statement
+        else { throw failure("prepare") }
+        statements[count] = statement
+        return statement
+    }
+
+    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord] {
+        let statement = try statement(keyIDs.count)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (index, keyID) in keyIDs.enumerated() {
+            let bound = keyID.rawValue.withUnsafeBytes { bytes in
+                sqlite3_bind_blob(statement, Int32(index + 1), bytes.baseAddress, Int32(bytes.count), transient)
+            }
+            guard bound == SQLITE_OK else { throw failure("bind") }
+        }
+        var records: [KeyRecord] = []
+        records.reserveCapacity(keyIDs.count)
+        while true {
+            switch sqlite3_step(statement) {
+            case SQLITE_ROW: records.append(try Self.record(statement))
+            case SQLITE_DONE: return records
+            default: throw failure("read")
+            }
+        }
+    }
+
+    /// The current row of ``SQLiteAppAttestStore/selectKeys``, its columns read in place; a column of another type
+    /// than the schema's is `corrupted`.
+    private static func record(_ row: OpaquePointer) throws(StoreError) -> KeyRecord {
+        func blob(_ column: Int32) throws(StoreError) -> UnsafeRawBufferPointer {
+            guard sqlite3_column_type(row, column) == SQLITE_BLOB else { throw corrupted(column) }
+            let count = Int(sqlite3_column_bytes(row, column))
+            return UnsafeRawBufferPointer(start: sqlite3_column_blob(row, column), count: count)
+        }
+        func text(_ column: Int32) throws(StoreError) -> String? {
+            switch sqlite3_column_type(row, column) {
+            case SQLITE_NULL: return nil
+            case SQLITE_TEXT:
+                guard let start = sqlite3_column_text(row, column) else { return "" }
+                let count = Int(sqlite3_column_bytes(row, column))
+                return String(decoding: UnsafeBufferPointer(start: start, count: count), as: UTF8.self)
+            default: throw corrupted(column)
+            }
+        }
+        func integer(_ column: Int32) throws(StoreError) -> Int64? {
+            switch sqlite3_column_type(row, column) {
+            case SQLITE_NULL: return nil
+            case SQLITE_INTEGER: return sqlite3_column_int64(row, column)
+            default: throw corrupted(column)
+            }
+        }
+        func real(_ column: Int32) throws(StoreError) -> Double? {
+            switch sqlite3_column_type(row, column) {
+            case SQLITE_NULL: return nil
+            case SQLITE_FLOAT, SQLITE_INTEGER: return sqlite3_column_double(row, column)
+            default: throw corrupted(column)
+            }
+        }
+        // Each blob is copied at once: its pointer is SQLite's, valid only until the statement steps again.
+        let keyID = Array(try blob(0))
+        let userID = try text(1)
+        guard let appID = try text(2), let environment = try text(3) else { throw corrupted(2) }
+        let publicKey = Array(try blob(4))
+        guard let counter = try integer(5) else { throw corrupted(5) }
+        let receipt = Array(try blob(6))
+        let riskMetric = try integer(7).map { Int(truncatingIfNeeded: $0) }
+        guard let createdAt = try real(8), let receiptUpdatedAt = try real(9) else { throw corrupted(8) }
+        return try KeyRecord.decoding(
+            keyID: keyID, userID: userID, appID: appID, environment: environment, publicKey: publicKey,
+            counter: counter, receipt: receipt, riskMetric: riskMetric, createdAt: createdAt,
+            receiptUpdatedAt: receiptUpdatedAt, revokedAt: try real(10))
+    }
+
+    private static func corrupted(_ column: Int32) -> StoreError {
+        StoreError(.corrupted, "a stored key's column \(column) is not of its schema's type")
+    }
+}
+
+/// SQLite copies the bound bytes (`SQLITE_TRANSIENT`).
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+#endif  // SQLite
