@@ -53,8 +53,9 @@ extension KeyRecord {
         guard let environment = AppAttestEnvironment(rawValue: environment), let appID = StoredAppIDs.appID(appID),
             let counter = UInt32(exactly: counter)
         else { throw StoreError(.corrupted, "a stored key does not decode") }
+        // Compared as arrays: `elementsEqual` on a generic collection steps through it one element at a time.
         guard let point = try? AttestedPublicKey(x963Representation: publicKey),
-            point.keyID.rawValue.elementsEqual(keyID)
+            point.keyID.rawValue == Array(keyID)
         else { throw StoreError(.corrupted, "a stored key's point is not its keyId's") }
         return KeyRecord(
             key: AttestedKey(publicKey: point, appID: appID, environment: environment, counter: counter),
