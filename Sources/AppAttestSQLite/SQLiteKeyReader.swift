@@ -14,47 +14,84 @@ import Synchronization
 /// under a lock, binds the keyIds to a statement prepared once per batch size, and decodes the columns in place.
 ///
 /// The connections only read (`PRAGMA query_only`), each statement in a transaction of its own, so a batch's rows are
-/// one consistent snapshot, as a read of the pool's is. They are opened when needed and kept idle up to
-/// ``maximumIdle``; a connection that met an error is closed rather than kept.
+/// one consistent snapshot (up to ``maximumKeys`` keys), as a read of the pool's is. They are opened when needed, at
+/// most ``defaultMaximumConnections``, and kept; a connection on which SQLite failed is closed rather than kept. When
+/// all are busy, or one cannot be opened, the store reads through GRDB's pool instead.
 final class SQLiteKeyReader: Sendable {
     private struct State {
         var idle: [Connection] = []
+        /// Connections open, idle or reading.
+        var open = 0
         var closed = false
     }
 
     private let path: String
     private let busyTimeout: TimeInterval
     private let state = Mutex(State())
-    /// Idle connections kept open: as many as reads run at once on a busy service (the key read batcher's two, and
-    /// the odd lookup of a key by the API).
-    static let maximumIdle = 4
+    /// Connections open at most: more than the reads a busy service runs at once (the key read batcher's two, the
+    /// odd lookup of a key by the API). Each caches up to 8 MiB of pages of its own.
+    static let defaultMaximumConnections = 4
+    private let maximumConnections: Int
     /// The most keyIds one read binds: a prepared statement for each count up to it, on each connection.
     static let maximumKeys = 64
 
-    init(path: String, busyTimeout: TimeInterval) {
+    /// - Parameter path: the database file's absolute path.
+    init(path: String, busyTimeout: TimeInterval, maximumConnections: Int = defaultMaximumConnections) {
         self.path = path
         self.busyTimeout = busyTimeout
+        self.maximumConnections = maximumConnections
     }
 
-    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order.
-    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord] {
-        let taken = state.withLock { state -> (Connection?, Bool) in (state.idle.popLast(), state.closed) }
-        if taken.1 { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
-        let connection: Connection
-        if let idle = taken.0 {
-            connection = idle
-        } else {
-            connection = try Connection(path: path, busyTimeout: busyTimeout)
+    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order; nil when
+    /// every connection is busy.
+    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord]? {
+        enum Take {
+            case idle(Connection), new, busy, closed
         }
-        // A connection whose read failed is not given back: its deinit closes it.
-        let records = try connection.keys(keyIDs)
-        let surplus = state.withLock { state -> Connection? in
-            guard !state.closed, state.idle.count < Self.maximumIdle else { return connection }
+        let take = state.withLock { state -> Take in
+            if state.closed { return .closed }
+            if let connection = state.idle.popLast() { return .idle(connection) }
+            guard state.open < maximumConnections else { return .busy }
+            state.open += 1
+            return .new
+        }
+        let connection: Connection
+        switch take {
+        case .closed: throw StoreError(.unavailable, "SQLite \(path): the store is closed")
+        case .busy: return nil
+        case .idle(let idle): connection = idle
+        case .new:
+            do { connection = try Connection(path: path, busyTimeout: busyTimeout) } catch {
+                // The pool's connections may still read (too many files open, say): the caller falls back to them.
+                state.withLock { $0.open -= 1 }
+                return nil
+            }
+        }
+        do {
+            let records = try connection.keys(keyIDs)
+            giveBack(connection)
+            return records
+        } catch let error where error.kind == .corrupted {
+            // A damaged row: the statement was reset after it, the connection is sound.
+            giveBack(connection)
+            throw error
+        } catch {
+            // SQLite failed: the connection is not trusted again (its deinit closes it).
+            state.withLock { $0.open -= 1 }
+            throw error
+        }
+    }
+
+    private func giveBack(_ connection: Connection) {
+        let dropped = state.withLock { state -> Connection? in
+            guard !state.closed else {
+                state.open -= 1
+                return connection
+            }
             state.idle.append(connection)
             return nil
         }
-        withExtendedLifetime(surplus) {}
-        return records
+        withExtendedLifetime(dropped) {}
     }
 
     /// Closes the idle connections; later reads fail with `unavailable`, and a read in flight closes its connection
@@ -62,6 +99,7 @@ final class SQLiteKeyReader: Sendable {
     func close() {
         let idle = state.withLock { state -> [Connection] in
             state.closed = true
+            state.open -= state.idle.count
             defer { state.idle = [] }
             return state.idle
         }
@@ -85,16 +123,17 @@ private final class Connection: @unchecked Sendable {
             sqlite3_close_v2(handle)
             throw StoreError(.unavailable, "SQLite \(path): \(message)")
         }
-        self.handle = handle
-        self.path = path
-        sqlite3_busy_timeout(handle, Int32(clamping: Int(busyTimeout * 1000)))
-        // As the pool's connections: the same page cache, and nothing written through this one.
+        // Its own page cache, as each of the pool's connections has (8 MiB at most), and nothing written through it.
+        sqlite3_busy_timeout(handle, Int32(clamping: Int(min(max(busyTimeout, 0), 86_400) * 1000)))
         let setup = "PRAGMA query_only = 1; PRAGMA cache_size = -\(SQLiteAppAttestStore.pageCacheKiB)"
         guard sqlite3_exec(handle, setup, nil, nil, nil) == SQLITE_OK else {
             let message = String(cString: sqlite3_errmsg(handle))
             sqlite3_close_v2(handle)
             throw StoreError(.unavailable, "SQLite \(path): \(message)")
         }
+        // Set only now: a throw above leaves no instance whose deinit would close the handle again.
+        self.handle = handle
+        self.path = path
     }
 
     deinit {
@@ -135,20 +174,24 @@ private final class Connection: @unchecked Sendable {
         records.reserveCapacity(keyIDs.count)
         while true {
             switch sqlite3_step(statement) {
-            case SQLITE_ROW: records.append(try Self.record(statement))
+            case SQLITE_ROW: records.append(try SQLiteAppAttestStore.keyRecord(statement))
             case SQLITE_DONE: return records
             default: throw failure("read")
             }
         }
     }
+}
 
-    /// The current row of ``SQLiteAppAttestStore/selectKeys``, its columns read in place; a column of another type
-    /// than the schema's is `corrupted`.
-    private static func record(_ row: OpaquePointer) throws(StoreError) -> KeyRecord {
+extension SQLiteAppAttestStore {
+    /// The current row of ``selectKeys`` on a stepped statement (the reader's, or a GRDB statement's
+    /// `sqliteStatement`), its columns read in place: one decoder for every read of a key, whichever connection ran
+    /// it. A column of another type than the schema's, or NULL where the schema has NOT NULL, is `corrupted`.
+    static func keyRecord(_ row: OpaquePointer) throws(StoreError) -> KeyRecord {
         func blob(_ column: Int32) throws(StoreError) -> UnsafeRawBufferPointer {
             guard sqlite3_column_type(row, column) == SQLITE_BLOB else { throw corrupted(column) }
-            let count = Int(sqlite3_column_bytes(row, column))
-            return UnsafeRawBufferPointer(start: sqlite3_column_blob(row, column), count: count)
+            let start = sqlite3_column_blob(row, column)
+            return UnsafeRawBufferPointer(
+                start: start, count: start == nil ? 0 : Int(sqlite3_column_bytes(row, column)))
         }
         func text(_ column: Int32) throws(StoreError) -> String? {
             switch sqlite3_column_type(row, column) {
@@ -156,6 +199,7 @@ private final class Connection: @unchecked Sendable {
             case SQLITE_TEXT:
                 guard let start = sqlite3_column_text(row, column) else { return "" }
                 let count = Int(sqlite3_column_bytes(row, column))
+                // Whole, NUL bytes included: a text is not cut at its first NUL, as a C string would be.
                 return String(decoding: UnsafeBufferPointer(start: start, count: count), as: UTF8.self)
             default: throw corrupted(column)
             }
@@ -177,12 +221,14 @@ private final class Connection: @unchecked Sendable {
         // Each blob is copied at once: its pointer is SQLite's, valid only until the statement steps again.
         let keyID = Array(try blob(0))
         let userID = try text(1)
-        guard let appID = try text(2), let environment = try text(3) else { throw corrupted(2) }
+        guard let appID = try text(2) else { throw corrupted(2) }
+        guard let environment = try text(3) else { throw corrupted(3) }
         let publicKey = Array(try blob(4))
         guard let counter = try integer(5) else { throw corrupted(5) }
         let receipt = Array(try blob(6))
         let riskMetric = try integer(7).map { Int(truncatingIfNeeded: $0) }
-        guard let createdAt = try real(8), let receiptUpdatedAt = try real(9) else { throw corrupted(8) }
+        guard let createdAt = try real(8) else { throw corrupted(8) }
+        guard let receiptUpdatedAt = try real(9) else { throw corrupted(9) }
         return try KeyRecord.decoding(
             keyID: keyID, userID: userID, appID: appID, environment: environment, publicKey: publicKey,
             counter: counter, receipt: receipt, riskMetric: riskMetric, createdAt: createdAt,

@@ -57,14 +57,10 @@ extension SQLiteAppAttestStore {
                 }
                 return .inserted(superseding: superseded)
             }
-            guard
-                let row = try Row.fetchOne(
-                    try db.cachedStatement(sql: Self.selectKey),
-                    arguments: [Data(record.keyID.rawValue)])
-            else {
+            guard let stored = try Self.fetchKeys(db, Self.selectKey, [Data(record.keyID.rawValue)]).first else {
                 throw StoreError(.corrupted, "a key that conflicts but cannot be read")
             }
-            return .duplicate(try Self.keyRecord(row))
+            return .duplicate(stored)
         }
     }
 
@@ -73,27 +69,29 @@ extension SQLiteAppAttestStore {
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        // On the reader's connections, on the calling thread: a read takes microseconds, less than handing it to a
-        // queue's thread and the answer back. The thread is held as long as a signature check holds it, and at most
-        // two such reads run at once for the service (its `KeyReadBatcher`), so the task pool is never starved.
-        guard !keyIDs.isEmpty else { return [] }
-        guard keyIDs.count > SQLiteKeyReader.maximumKeys else { return try reader.keys(keyIDs) }
         var records: [KeyRecord] = []
         for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
-            let end = min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)
-            records += try reader.keys(Array(keyIDs[start..<end]))
+            let batch = Array(keyIDs[start..<min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)])
+            // On the reader's connections, on the calling thread: a read takes microseconds, less than handing it to
+            // a queue's thread and the answer back. The thread is held as long as a signature check holds it, and at
+            // most two such reads run at once for the service (its `KeyReadBatcher`), so the task pool is never
+            // starved. When all the reader's connections are busy, through GRDB's pool.
+            if let read = try reader.keys(batch) {
+                records += read
+                continue
+            }
+            let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ",")
+            let arguments = StatementArguments(batch.map { Data($0.rawValue) })
+            records += try await read { db in
+                try Self.fetchKeys(db, "\(Self.selectKeys) WHERE key_id IN (\(placeholders))", arguments)
+            }
         }
         return records
     }
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
-        try await read { db -> [KeyRecord] in
-            let rows = try Row.fetchAll(
-                try db.cachedStatement(sql: "\(Self.selectKeys) WHERE user_id = ? ORDER BY created_at, key_id"),
-                arguments: [userID])
-            var records: [KeyRecord] = []
-            for row in rows { records.append(try Self.keyRecord(row)) }
-            return records
+        try await read { db in
+            try Self.fetchKeys(db, "\(Self.selectKeys) WHERE user_id = ? ORDER BY created_at, key_id", [userID])
         }
     }
 

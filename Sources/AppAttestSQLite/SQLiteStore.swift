@@ -15,17 +15,32 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     let pool: DatabasePool
     /// Point reads of keys, on connections of their own.
     let reader: SQLiteKeyReader
+    /// The log's checkpoints, off the writer.
+    package let checkpointer: SQLiteCheckpointer
     /// The database file.
     public let path: String
 
     /// Opens (creating if needed) the database at `path` and migrates its schema.
     /// - Parameter busyTimeout: how long a write waits for another process's lock.
-    public init(path: String, busyTimeout: TimeInterval = 10) throws(StoreError) {
+    public convenience init(path: String, busyTimeout: TimeInterval = 10) throws(StoreError) {
+        try self.init(
+            path: path, busyTimeout: busyTimeout, keyReadConnections: SQLiteKeyReader.defaultMaximumConnections)
+    }
+
+    /// - Parameters:
+    ///   - keyReadConnections: the most connections the key reader opens (tests pass 0 to read every key through
+    ///     GRDB's pool).
+    ///   - checkpoints: whether the log is checkpointed in the background (tests run them by hand).
+    package init(
+        path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true
+    ) throws(StoreError) {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             // WAL with synchronous=NORMAL survives the crash of any process (not a power loss, which FULL covers).
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // No checkpoint inside a commit: `SQLiteCheckpointer` runs them beside the writer.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
             // A fleet's keys are read in no particular order: each connection caches up to 8 MiB of pages (the
             // interior pages of the tables and indexes stay; SQLite's default is 2 MiB), the rest is read from the
             // kernel's page cache. Not memory-mapped: the file grows as counters do, and SQLite then unmaps and maps
@@ -49,7 +64,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             throw StoreError(.unavailable, "SQLite \(path): \(error)")
         }
         self.path = path
-        reader = SQLiteKeyReader(path: path, busyTimeout: busyTimeout)
+        // Absolute, so that a later change of the working directory sends no new connection to another file.
+        let absolute =
+            path.hasPrefix("/") ? path : URL(fileURLWithPath: path, isDirectory: false).standardizedFileURL.path
+        reader = SQLiteKeyReader(path: absolute, busyTimeout: busyTimeout, maximumConnections: keyReadConnections)
+        checkpointer = SQLiteCheckpointer(path: absolute, interval: checkpoints ? SQLiteCheckpointer.interval : nil)
     }
 
     /// Each connection's page cache, in KiB.
@@ -161,6 +180,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
 
     /// Closes the database file; later operations fail with `unavailable`.
     public func close() async {
+        checkpointer.stop()
         reader.close()
         try? pool.close()
     }
@@ -194,15 +214,14 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
     }
 
-    /// A row of ``selectKeys``, its columns read by position.
-    static func keyRecord(_ row: Row) throws(StoreError) -> KeyRecord {
-        let keyID: Data = row[0]
-        let publicKey: Data = row[4]
-        let receipt: Data = row[6]
-        return try KeyRecord.decoding(
-            keyID: keyID, userID: row[1], appID: row[2], environment: row[3], publicKey: publicKey, counter: row[5],
-            receipt: Array(receipt), riskMetric: row[7], createdAt: row[8], receiptUpdatedAt: row[9],
-            revokedAt: row[10])
+    /// The keys a statement of ``selectKeys`` reads through GRDB, each row decoded as the key reader decodes its own
+    /// (``keyRecord(_:)``, from the statement GRDB has stepped).
+    static func fetchKeys(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [KeyRecord] {
+        let statement = try db.cachedStatement(sql: sql)
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        var records: [KeyRecord] = []
+        while try rows.next() != nil { records.append(try keyRecord(statement.sqliteStatement)) }
+        return records
     }
 }
 #endif  // SQLite

@@ -73,7 +73,9 @@ enum StoredAppIDs {
     static let capacity = 256
 
     static func appID(_ string: String) -> AppID? {
-        if let known = parsed.withLock({ $0[string] }) { return known }
+        // Compared by bytes as well: `String` equality is canonical equivalence, under which a stored App ID that
+        // is not ASCII (and so not an App ID) could equal one that is.
+        if let known = parsed.withLock({ $0[string] }), known.rawValue.utf8.elementsEqual(string.utf8) { return known }
         guard let appID = try? AppID(string) else { return nil }
         parsed.withLock { parsed in
             if parsed.count < capacity { parsed[string] = appID }

@@ -10,19 +10,25 @@ import Testing
 /// pool: what they return, what another connection's writes do to them, and hostile rows.
 @Suite("SQLite key reads")
 struct SQLiteKeyReadTests {
-    private static func withStore(_ body: (SQLiteAppAttestStore, String) async throws -> Void) async throws {
+    /// A store whose key reads go through the reader's connections (4, the default) or all through GRDB's pool (0).
+    private static func withStore(
+        connections: Int = 4, checkpoints: Bool = true, _ body: (SQLiteAppAttestStore, String) async throws -> Void
+    ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keyreads-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("store.sqlite").path
-        let store = try SQLiteAppAttestStore(path: path)
+        let store = try SQLiteAppAttestStore(
+            path: path, busyTimeout: 10, keyReadConnections: connections, checkpoints: checkpoints)
         try await body(store, path)
         await store.close()
     }
 
-    @Test("a read of more keys than one statement binds returns each stored key once, as stored")
-    func manyKeys() async throws {
-        try await Self.withStore { store, _ in
+    @Test(
+        "a read of more keys than one statement binds returns each stored key once, as stored",
+        arguments: [4, 0])
+    func manyKeys(connections: Int) async throws {
+        try await Self.withStore(connections: connections) { store, _ in
             var stored: [KeyID: KeyRecord] = [:]
             let created = Date(timeIntervalSince1970: 1_700_000_000)
             for index in 0..<150 {
@@ -52,6 +58,38 @@ struct SQLiteKeyReadTests {
         }
     }
 
+    @Test("reads from more tasks than the reader has connections all answer", arguments: [1, 4])
+    func concurrentReads(connections: Int) async throws {
+        try await Self.withStore(connections: connections) { store, _ in
+            var stored: [KeyID: KeyRecord] = [:]
+            for index in 0..<40 {
+                let record = TestKeys.record(index, receipt: [UInt8(index)])
+                _ = try await store.insertKey(record, maximumKeysPerUser: nil)
+                stored[record.keyID] = record
+            }
+            let ids = Array(stored.keys)
+            let expected = stored
+            let wrong = try await withThrowingTaskGroup(of: Int.self) { group in
+                for task in 0..<32 {
+                    group.addTask {
+                        var wrong = 0
+                        for round in 0..<20 {
+                            let wanted = (0..<(1 + (task + round) % 8)).map {
+                                ids[(task * 7 + round + $0 * 5) % ids.count]
+                            }
+                            let read = try await store.keys(withIDs: wanted)
+                            if Set(read.map(\.keyID)) != Set(wanted) { wrong += 1 }
+                            for record in read where record.receipt != expected[record.keyID]?.receipt { wrong += 1 }
+                        }
+                        return wrong
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(wrong == 0)
+        }
+    }
+
     @Test("a revocation and a counter stored through another connection show at the next read")
     func otherConnectionsWrites() async throws {
         try await Self.withStore { store, path in
@@ -71,30 +109,59 @@ struct SQLiteKeyReadTests {
         }
     }
 
-    @Test("a row whose columns are not of the schema's types is refused as corrupted, and other keys still read")
-    func hostileRows() async throws {
-        try await Self.withStore { store, path in
-            let good = TestKeys.record(0), bad = TestKeys.record(1), short = TestKeys.record(2)
-            for record in [good, bad, short] { _ = try await store.insertKey(record, maximumKeysPerUser: nil) }
+    @Test(
+        "a row whose columns are not of the schema's types is refused as corrupted, and other keys still read",
+        arguments: [4, 0])
+    func hostileRows(connections: Int) async throws {
+        try await Self.withStore(connections: connections) { store, path in
+            let records = (0..<5).map { TestKeys.record($0, userID: "user") }
+            for record in records { _ = try await store.insertKey(record, maximumKeysPerUser: nil) }
             // Written behind the store's back, as a damaged or hand-edited file would be: SQLite's columns take any
-            // type unless the table is STRICT.
+            // type unless the table is STRICT (a number in a TEXT column is stored as text, a blob stays a blob). One
+            // damage per row, so that each check is reached.
+            let damages = [
+                "receipt = 'not a blob'", "user_id = x'00'", "public_key = x'04'", "created_at = 'yesterday'",
+            ]
             let queue = try DatabaseQueue(path: path)
             try await queue.write { db in
-                try db.execute(
-                    sql: "UPDATE keys SET receipt = 'not a blob', user_id = 42 WHERE key_id = ?",
-                    arguments: [Data(bad.keyID.rawValue)])
-                try db.execute(
-                    sql: "UPDATE keys SET public_key = x'04' WHERE key_id = ?", arguments: [Data(short.keyID.rawValue)])
+                for (damage, record) in zip(damages, records) {
+                    try db.execute(
+                        sql: "UPDATE keys SET \(damage) WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)])
+                }
             }
             try await queue.close()
-            for keyID in [bad.keyID, short.keyID] {
+            for record in records.prefix(damages.count) {
                 await #expect {
-                    _ = try await store.key(keyID)
+                    _ = try await store.key(record.keyID)
                 } throws: { error in
                     (error as? StoreError)?.kind == .corrupted
                 }
             }
-            #expect(try await store.key(good.keyID)?.key == good.key)
+            await #expect(throws: StoreError.self) { _ = try await store.keys(forUser: "user") }
+            #expect(try await store.key(records[4].keyID)?.key == records[4].key)
+        }
+    }
+
+    @Test("the log is copied back by the checkpointer, and the writes after it reuse the log from its beginning")
+    func checkpoints() async throws {
+        // Only the checkpoints the test runs, so that each round's log is known.
+        try await Self.withStore(checkpoints: false) { store, path in
+            func logSize() throws -> Int {
+                (try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            }
+            var sizes: [Int] = []
+            for round in 0..<4 {
+                for index in (round * 200)..<((round + 1) * 200) {
+                    _ = try await store.insertKey(
+                        TestKeys.record(index, receipt: Array(repeating: 1, count: 2_000)), maximumKeysPerUser: nil)
+                }
+                let pass = try store.checkpointer.checkpoint()
+                #expect(pass.logPages > 0 && pass.checkpointedPages == pass.logPages)
+                sizes.append(try logSize())
+            }
+            // Each round writes about as much: once the log is copied, the next round starts it again. Without the
+            // checkpoints (SQLite's own are off) it would grow by a round's worth each time.
+            #expect(sizes[3] <= sizes[0] * 5 / 4, "\(sizes)")
         }
     }
 
