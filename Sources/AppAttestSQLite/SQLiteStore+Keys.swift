@@ -73,9 +73,10 @@ extension SQLiteAppAttestStore {
         for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
             let batch = Array(keyIDs[start..<min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)])
             // On the reader's connections, on the calling thread: a read takes microseconds, less than handing it to
-            // a queue's thread and the answer back. The thread is held as long as a signature check holds it, and at
-            // most two such reads run at once for the service (its `KeyReadBatcher`), so the task pool is never
-            // starved. When all the reader's connections are busy, through GRDB's pool.
+            // a queue's thread and the answer back. The thread is held about as long as a signature check holds it
+            // (longer only while another process holds SQLite's lock, up to the busy timeout), and the service runs
+            // few such reads at once (its `KeyReadBatcher` two, and a read for a waiter whose slot freed). When all
+            // the reader's connections are busy, or one cannot be opened, through GRDB's pool.
             if let read = try reader.keys(batch) {
                 records += read
                 continue
