@@ -52,21 +52,10 @@ package final class SQLiteCheckpointer: Sendable {
         try state.withLock { state throws(StoreError) -> (logPages: Int, checkpointedPages: Int) in
             guard !state.stopped else { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
             if state.handle == nil {
-                var handle: OpaquePointer?
-                guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK,
-                    let handle
-                else {
-                    sqlite3_close_v2(handle)
-                    throw StoreError(.unavailable, "SQLite \(path): cannot open a connection to checkpoint")
-                }
                 // A connection learns that the file is in WAL mode when it first reads it: until then it has no log
                 // to checkpoint.
-                guard sqlite3_exec(handle, "SELECT count(*) FROM sqlite_master", nil, nil, nil) == SQLITE_OK else {
-                    let message = String(cString: sqlite3_errmsg(handle))
-                    sqlite3_close_v2(handle)
-                    throw StoreError(.unavailable, "SQLite \(path): cannot read to checkpoint: \(message)")
-                }
-                state.handle = handle
+                state.handle = try SQLiteAppAttestStore.openConnection(
+                    path: path, busyTimeout: nil, setup: "SELECT count(*) FROM sqlite_master")
             }
             var log: Int32 = 0
             var copied: Int32 = 0

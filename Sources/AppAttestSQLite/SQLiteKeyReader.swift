@@ -115,24 +115,10 @@ private final class Connection: @unchecked Sendable {
     private var statements: [Int: OpaquePointer] = [:]
 
     init(path: String, busyTimeout: TimeInterval) throws(StoreError) {
-        var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
-        let opened = sqlite3_open_v2(path, &handle, flags, nil)
-        guard opened == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(opened)"
-            sqlite3_close_v2(handle)
-            throw StoreError(.unavailable, "SQLite \(path): \(message)")
-        }
         // Its own page cache, as each of the pool's connections has (8 MiB at most), and nothing written through it.
-        sqlite3_busy_timeout(handle, Int32(clamping: Int(min(max(busyTimeout, 0), 86_400) * 1000)))
-        let setup = "PRAGMA query_only = 1; PRAGMA cache_size = -\(SQLiteAppAttestStore.pageCacheKiB)"
-        guard sqlite3_exec(handle, setup, nil, nil, nil) == SQLITE_OK else {
-            let message = String(cString: sqlite3_errmsg(handle))
-            sqlite3_close_v2(handle)
-            throw StoreError(.unavailable, "SQLite \(path): \(message)")
-        }
-        // Set only now: a throw above leaves no instance whose deinit would close the handle again.
-        self.handle = handle
+        handle = try SQLiteAppAttestStore.openConnection(
+            path: path, busyTimeout: busyTimeout,
+            setup: "PRAGMA query_only = 1; PRAGMA cache_size = -\(SQLiteAppAttestStore.pageCacheKiB)")
         self.path = path
     }
 
@@ -148,8 +134,7 @@ private final class Connection: @unchecked Sendable {
     /// The statement that reads `count` keys, prepared at its first use.
     private func statement(_ count: Int) throws(StoreError) -> OpaquePointer {
         if let statement = statements[count] { return statement }
-        let placeholders = Array(repeating: "?", count: count).joined(separator: ",")
-        let sql = "\(SQLiteAppAttestStore.selectKeys) WHERE key_id IN (\(placeholders))"
+        let sql = SQLiteAppAttestStore.selectKeys(count: count)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
             let statement
@@ -183,6 +168,29 @@ private final class Connection: @unchecked Sendable {
 }
 
 extension SQLiteAppAttestStore {
+    /// A connection of the store's own beside GRDB's pool (the key reader's, the checkpointer's), with `setup` run on
+    /// it; closed again if that fails.
+    static func openConnection(path: String, busyTimeout: TimeInterval?, setup: String) throws(StoreError)
+        -> OpaquePointer
+    {
+        var handle: OpaquePointer?
+        let opened = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
+        guard opened == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(opened)"
+            sqlite3_close_v2(handle)
+            throw StoreError(.unavailable, "SQLite \(path): \(message)")
+        }
+        if let busyTimeout {
+            sqlite3_busy_timeout(handle, Int32(clamping: Int(min(max(busyTimeout, 0), 86_400) * 1000)))
+        }
+        guard sqlite3_exec(handle, setup, nil, nil, nil) == SQLITE_OK else {
+            let message = String(cString: sqlite3_errmsg(handle))
+            sqlite3_close_v2(handle)
+            throw StoreError(.unavailable, "SQLite \(path): \(message)")
+        }
+        return handle
+    }
+
     /// The current row of ``selectKeys`` on a stepped statement (the reader's, or a GRDB statement's
     /// `sqliteStatement`), its columns read in place: one decoder for every read of a key, whichever connection ran
     /// it. A column of another type than the schema's, or NULL where the schema has NOT NULL, is `corrupted`.

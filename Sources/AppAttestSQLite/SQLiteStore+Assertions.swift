@@ -128,6 +128,11 @@ extension SQLiteAppAttestStore {
     /// One key's record.
     static let selectKey = "\(selectKeys) WHERE key_id = ?"
 
+    /// The records of `count` keys, their keyIds bound in order.
+    static func selectKeys(count: Int) -> String {
+        "\(selectKeys) WHERE key_id IN (\(Array(repeating: "?", count: count).joined(separator: ",")))"
+    }
+
     /// Why an acceptance was refused, read after its statement (in its transaction, or after the commit).
     static func explain(_ acceptance: AssertionAcceptance, in db: Database) throws
         -> AssertionAcceptanceOutcome

@@ -81,11 +81,8 @@ extension SQLiteAppAttestStore {
                 records += read
                 continue
             }
-            let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ",")
             let arguments = StatementArguments(batch.map { Data($0.rawValue) })
-            records += try await read { db in
-                try Self.fetchKeys(db, "\(Self.selectKeys) WHERE key_id IN (\(placeholders))", arguments)
-            }
+            records += try await read { db in try Self.fetchKeys(db, Self.selectKeys(count: batch.count), arguments) }
         }
         return records
     }
