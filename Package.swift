@@ -386,7 +386,7 @@ let package = Package(
         .testTarget(
             name: "AppAttestHTTPTests",
             dependencies: [
-                "AppAttestHTTP", "AppAttest", "AppAttestWire",
+                "AppAttestHTTP", "AppAttest", "AppAttestWire", "AppAttestTesting",
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
             ],
             swiftSettings: strict

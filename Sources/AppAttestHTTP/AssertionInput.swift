@@ -88,7 +88,7 @@ public struct AppAttestAssertionInput: Sendable, Hashable {
     /// bind canonically (`openapi.yaml`, `AssertionVerification`).
     /// - Throws: `malformed` when the body is not that JSON or a field does not decode.
     public init(json body: some Collection<UInt8>) throws(AppAttestProblem) {
-        guard let request = AppAttestHTTPOperations.decode(JSONBody.self, body) else {
+        guard let request = JSONBody(plain: body) ?? AppAttestHTTPOperations.decode(JSONBody.self, body) else {
             throw .malformed("Expected keyId, assertion, and clientData or request")
         }
         guard let keyID = try? KeyID(base64Encoded: request.keyId),
@@ -163,20 +163,20 @@ public struct AppAttestAssertionInput: Sendable, Hashable {
     }
 
     /// The JSON of the verification operation.
-    struct JSONBody: Decodable {
-        var keyId: String
-        var assertion: String
-        var clientData: String?
-        var challenge: String?
-        var request: BoundRequest?
-        var issueNextChallenge: Bool?
+    package struct JSONBody: Decodable, Equatable {
+        package var keyId: String
+        package var assertion: String
+        package var clientData: String?
+        package var challenge: String?
+        package var request: BoundRequest?
+        package var issueNextChallenge: Bool?
 
-        struct BoundRequest: Decodable {
-            var method: String
-            var pathAndQuery: String
-            var bodySha256: String
-            var challenge: String?
-            var timestamp: Int64?
+        package struct BoundRequest: Decodable, Equatable {
+            package var method: String
+            package var pathAndQuery: String
+            package var bodySha256: String
+            package var challenge: String?
+            package var timestamp: Int64?
         }
     }
 }
