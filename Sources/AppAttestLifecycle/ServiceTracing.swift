@@ -13,7 +13,9 @@ struct ServiceTrace: Sendable {
     /// that records nothing).
     init?(_ tracer: (any Tracer)?, _ operation: String) {
         guard let tracer else { return nil }
-        let span = tracer.startSpan(operation, context: ServiceContext.current ?? .topLevel, ofKind: .internal)
+        let context = ServiceContext.current ?? .topLevel
+        if context[SampledOutKey.self] == true { return nil }
+        let span = tracer.startSpan(operation, context: context, ofKind: .internal)
         guard span.isRecording else {
             span.end()
             return nil
@@ -62,6 +64,12 @@ struct ServiceTrace: Sendable {
         }
         span.end()
     }
+}
+
+/// Marks a request whose trace a front end has already decided not to sample (`appattest serve`'s head sampling): the
+/// service starts no span for it, so that the tracer draws no trace and span IDs only to drop them.
+package enum SampledOutKey: ServiceContextKey {
+    package typealias Value = Bool
 }
 
 /// An instant for spans whose times were taken before they were created.

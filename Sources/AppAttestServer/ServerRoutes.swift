@@ -37,7 +37,9 @@ extension AppAttestServer {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Self.openAPI)))
         }
         let v1 = router.group("v1")
-        if !(InstrumentationSystem.tracer is NoOpTracer) { v1.add(middleware: TraceContextMiddleware()) }
+        if !(InstrumentationSystem.tracer is NoOpTracer) {
+            v1.add(middleware: TraceContextMiddleware(sampler: ServerTracing.rootSampler.withLock { $0 }))
+        }
         v1.add(middleware: CallerMiddleware(server: self))
         v1.post("challenges") { request, context in
             try await self.json(request, context, operation: "challenge") {

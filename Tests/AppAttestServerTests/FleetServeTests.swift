@@ -250,8 +250,12 @@ import Logging
 struct ServeTracesTests {
     typealias F = Fixture
 
-    @Test("with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, an attestation's and an assertion's spans reach the collector")
-    func otlpExport() async throws {
+    /// Every root sampled (the default), then none (`parentbased_traceidratio` at 0, which serve samples at the head):
+    /// the caller's sampled trace is exported either way.
+    @Test(
+        "with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, an attestation's and an assertion's spans reach the collector",
+        arguments: [nil, "0"] as [String?])
+    func otlpExport(rootRatio: String?) async throws {
         // A stand-in collector: it keeps what is posted to /v1/traces (protobuf; span names and attribute values are
         // in it as plain bytes).
         let received = Mutex<[UInt8]>([])
@@ -279,7 +283,10 @@ struct ServeTracesTests {
             environment: [
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:\(collectorPort)/v1/traces",
                 "OTEL_BSP_SCHEDULE_DELAY": "200",
-            ])
+            ].merging(
+                rootRatio.map { ["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": $0] }
+                    ?? [:]
+            ) { $1 })
         defer {
             process.terminate()
             process.waitUntilExit()
@@ -315,11 +322,12 @@ struct ServeTracesTests {
             headers: traceparent(droppedTrace, flags: "00"))
         #expect(unsampled.status == 200)
 
+        // The attestation has no traceparent: a root, sampled by serve's own ratio.
+        let roots = ["appattest.attestation", "appattest.chain"].map { Array($0.utf8) }
         let expected =
-            [
-                "appattest.attestation", "appattest.chain", "appattest.assertion", "appattest.signature",
-                "appattest.acceptance", F.appID.rawValue,
-            ].map { Array($0.utf8) } + [sampledTrace]
+            ["appattest.assertion", "appattest.signature", "appattest.acceptance", F.appID.rawValue].map {
+                Array($0.utf8)
+            } + [sampledTrace] + (rootRatio == nil ? roots : [])
         var missing = expected
         for _ in 0..<100 where !missing.isEmpty {
             try await Task.sleep(for: .milliseconds(100))
@@ -330,6 +338,32 @@ struct ServeTracesTests {
         // The export after the sampled request's: any span of the unsampled one would have been in it.
         try await Task.sleep(for: .milliseconds(600))
         #expect(!Self.contains(received.withLock { $0 }, droppedTrace), "a span of an unsampled trace was exported")
+        if rootRatio != nil {
+            #expect(!roots.contains { Self.contains(received.withLock { $0 }, $0) }, "a sampled-out root was exported")
+        }
+    }
+
+    @Test("the head sampler: only parentbased_traceidratio below 1 is sampled at the head, at its ratio")
+    func headSampler() throws {
+        for (sampler, argument, head) in [
+            ("parentbased_traceidratio", "0.25", true), ("parentbased_traceidratio", "0", true),
+            ("parentbased_traceidratio", "1", false), ("parentbased_traceidratio", "1.5", false),
+            ("parentbased_traceidratio", "x", false), ("traceidratio", "0.25", false),
+            ("parentbased_always_on", "0.25", false),
+        ] {
+            var environment = ["OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": argument, "OTHER": "kept"]
+            let root = ServerTracing.headSampler(&environment)
+            #expect((root != nil) == head, "\(sampler) \(argument)")
+            // Sampled at the head, the tracer is told parentbased_always_on instead; otherwise it reads them itself.
+            #expect(environment.count == (head ? 1 : 3))
+            #expect(environment["OTHER"] == "kept")
+        }
+        var environment = ["OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"]
+        let root = try #require(ServerTracing.headSampler(&environment))
+        let sampled = (0..<100_000).count { _ in root.sample() }
+        #expect((24_000...26_000).contains(sampled), "\(sampled) of 100,000 sampled at 0.25")
+        #expect(!(0..<10_000).contains { _ in RootSampler(ratio: 0).sample() })
+        #expect((0..<10_000).allSatisfy { _ in RootSampler(ratio: 1).sample() })
     }
 
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
