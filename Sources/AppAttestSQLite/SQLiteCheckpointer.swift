@@ -6,16 +6,24 @@ import GRDBSQLite
 import Synchronization
 
 /// Copies the write-ahead log back into the database file in the background, on a connection and a thread of its own,
-/// so that no write waits for it.
+/// so that no write waits for the copying, and keeps the log's file bounded.
 ///
 /// SQLite's own checkpoint runs inside the commit that takes the log past 1,000 pages, on the writer: every write
 /// queued behind that commit waits while the pages are copied and the file is synced. With a fleet far larger than
 /// SQLite's page cache each accepted counter dirties a page of its own, so the log fills every fraction of a second and
 /// the writer stalled on every fill (README, “Scale”). The store turns that off (`PRAGMA wal_autocheckpoint = 0` on its
 /// connections) and this runs a passive checkpoint every ``interval`` instead: it never blocks a reader or the writer,
-/// copies each page once however often it changed meanwhile, and lets the next write start the log again from its
-/// beginning once all of it is copied. A checkpoint that cannot finish (a long read in another process) is retried
-/// at the next tick; closing the store's last connection checkpoints whatever remains.
+/// and copies each page once however often it changed meanwhile.
+///
+/// A passive checkpoint alone does not bound the log's file. SQLite starts the log again from its beginning only when
+/// a write begins with every frame already copied, and under writes without a pause (a busy service, or the
+/// registration of a fleet) another commit always lands between a checkpoint and the next write: the file grew by
+/// every page written, gigabytes in minutes. So once the log holds ``restartPages`` or more, the passive checkpoint is
+/// followed by a restarting one (`SQLITE_CHECKPOINT_RESTART`), which waits for the write in progress (at most
+/// ``busyTimeout``), copies the few frames the passive one left, and waits for the readers of the log to finish, so
+/// that the next write starts the log from its beginning. Writes wait for that step only, not for the copying of the
+/// whole log. A checkpoint that cannot finish (a long read in another process) is retried at the next tick; closing
+/// the store's last connection checkpoints whatever remains.
 package final class SQLiteCheckpointer: Sendable {
     private struct State {
         var handle: OpaquePointer?
@@ -29,10 +37,24 @@ package final class SQLiteCheckpointer: Sendable {
     private let state = Mutex(State())
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(250)
+    /// The log's size, in pages, from which a checkpoint also makes the next write start the log again: 16 MiB of
+    /// 4 KiB pages, a fraction of a second of writes for a busy service, bounding the file to about that plus what
+    /// is written in one ``interval``.
+    package static let restartPages = 4096
+    /// How long a restarting checkpoint waits for the write in progress and the log's readers (it retries at the next
+    /// tick after that).
+    static let busyTimeout: TimeInterval = 0.1
+    private let restartPages: Int
 
-    /// - Parameter interval: the time between checkpoints; nil for none but those ``checkpoint()`` runs (tests).
-    init(path: String, interval: DispatchTimeInterval? = SQLiteCheckpointer.interval) {
+    /// - Parameters:
+    ///   - interval: the time between checkpoints; nil for none but those ``checkpoint()`` runs (tests).
+    ///   - restartPages: the log's size from which a checkpoint restarts it (tests make it small).
+    init(
+        path: String, interval: DispatchTimeInterval? = SQLiteCheckpointer.interval,
+        restartPages: Int = SQLiteCheckpointer.restartPages
+    ) {
         self.path = path
+        self.restartPages = restartPages
         timer = DispatchSource.makeTimerSource(queue: queue)
         if let interval {
             timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
@@ -46,28 +68,37 @@ package final class SQLiteCheckpointer: Sendable {
         state.withLock { sqlite3_close_v2($0.handle) }
     }
 
-    /// One passive checkpoint now: the pages of the log, and how many of them are in the database file after it.
+    /// One checkpoint now, passive, then restarting when the log holds ``restartPages`` or more: the pages of the log,
+    /// how many of them are in the database file after it, and whether the next write starts the log again.
     @discardableResult
-    package func checkpoint() throws(StoreError) -> (logPages: Int, checkpointedPages: Int) {
-        try state.withLock { state throws(StoreError) -> (logPages: Int, checkpointedPages: Int) in
+    package func checkpoint() throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) {
+        try state.withLock { state throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) in
             guard !state.stopped else { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
             if state.handle == nil {
                 // A connection learns that the file is in WAL mode when it first reads it: until then it has no log
                 // to checkpoint.
+                // The busy timeout applies to the restarting checkpoint only: a passive one never waits.
                 state.handle = try SQLiteAppAttestStore.openConnection(
-                    path: path, busyTimeout: nil, setup: "SELECT count(*) FROM sqlite_master")
+                    path: path, busyTimeout: Self.busyTimeout, setup: "SELECT count(*) FROM sqlite_master")
             }
             var log: Int32 = 0
             var copied: Int32 = 0
-            let result = sqlite3_wal_checkpoint_v2(state.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
-            // BUSY: another process's checkpoint is running; the next tick tries again.
-            guard result == SQLITE_OK || result == SQLITE_BUSY else {
-                let message = String(cString: sqlite3_errmsg(state.handle))
-                sqlite3_close_v2(state.handle)
-                state.handle = nil
-                throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(message)")
+            func run(_ mode: Int32) throws(StoreError) -> Bool {
+                let result = sqlite3_wal_checkpoint_v2(state.handle, nil, mode, &log, &copied)
+                // BUSY: another process's checkpoint is running, or (restarting) the writer or a reader did not
+                // finish within the busy timeout; the next tick tries again.
+                guard result == SQLITE_OK || result == SQLITE_BUSY else {
+                    let message = String(cString: sqlite3_errmsg(state.handle))
+                    sqlite3_close_v2(state.handle)
+                    state.handle = nil
+                    throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(message)")
+                }
+                return result == SQLITE_OK
             }
-            return (Int(log), Int(copied))
+            _ = try run(SQLITE_CHECKPOINT_PASSIVE)
+            guard Int(log) >= restartPages else { return (Int(log), Int(copied), false) }
+            let restarted = try run(SQLITE_CHECKPOINT_RESTART)
+            return (Int(log), Int(copied), restarted)
         }
     }
 

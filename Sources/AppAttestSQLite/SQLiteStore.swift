@@ -31,8 +31,10 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     ///   - keyReadConnections: the most connections the key reader opens (tests pass 0 to read every key through
     ///     GRDB's pool).
     ///   - checkpoints: whether the log is checkpointed in the background (tests run them by hand).
+    ///   - checkpointRestartPages: the log's size from which a checkpoint restarts it (tests make it small).
     package init(
-        path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true
+        path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true,
+        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages
     ) throws(StoreError) {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
@@ -68,7 +70,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         let absolute =
             path.hasPrefix("/") ? path : URL(fileURLWithPath: path, isDirectory: false).standardizedFileURL.path
         reader = SQLiteKeyReader(path: absolute, busyTimeout: busyTimeout, maximumConnections: keyReadConnections)
-        checkpointer = SQLiteCheckpointer(path: absolute, interval: checkpoints ? SQLiteCheckpointer.interval : nil)
+        checkpointer = SQLiteCheckpointer(
+            path: absolute, interval: checkpoints ? SQLiteCheckpointer.interval : nil,
+            restartPages: checkpointRestartPages)
     }
 
     /// Each connection's page cache, in KiB.

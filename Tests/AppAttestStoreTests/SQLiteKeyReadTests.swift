@@ -4,6 +4,7 @@ import AppAttestSQLite
 import AppAttestStore
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 /// The SQLite store's point reads of keys (a cache miss's read), which run on connections of their own beside GRDB's
@@ -12,14 +13,16 @@ import Testing
 struct SQLiteKeyReadTests {
     /// A store whose key reads go through the reader's connections (4, the default) or all through GRDB's pool (0).
     private static func withStore(
-        connections: Int = 4, checkpoints: Bool = true, _ body: (SQLiteAppAttestStore, String) async throws -> Void
+        connections: Int = 4, checkpoints: Bool = true, restartPages: Int = SQLiteCheckpointer.restartPages,
+        _ body: (SQLiteAppAttestStore, String) async throws -> Void
     ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keyreads-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("store.sqlite").path
         let store = try SQLiteAppAttestStore(
-            path: path, busyTimeout: 10, keyReadConnections: connections, checkpoints: checkpoints)
+            path: path, busyTimeout: 10, keyReadConnections: connections, checkpoints: checkpoints,
+            checkpointRestartPages: restartPages)
         try await body(store, path)
         await store.close()
     }
@@ -162,6 +165,48 @@ struct SQLiteKeyReadTests {
             // Each round writes about as much: once the log is copied, the next round starts it again. Without the
             // checkpoints (SQLite's own are off) it would grow by a round's worth each time.
             #expect(sizes[3] <= sizes[0] * 5 / 4, "\(sizes)")
+        }
+    }
+
+    /// Eight tasks insert without a pause, so that a write is always queued: a passive checkpoint alone never saw the
+    /// writer begin with the whole log copied, and the log's file grew by every page written (gigabytes while a
+    /// fleet registered). The restarting checkpoint bounds it.
+    @Test("under writes without a pause, the log's file stays bounded")
+    func logBoundedUnderLoad() async throws {
+        try await Self.withStore(checkpoints: false, restartPages: 256) { store, path in
+            func logSize() -> Int {
+                ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+            }
+            let writing = Mutex(true)
+            let checkpoints = Task.detached { () -> (restarts: Int, largest: Int) in
+                var restarts = 0
+                var largest = 0
+                while writing.withLock({ $0 }) {
+                    if let pass = try? store.checkpointer.checkpoint(), pass.restarted { restarts += 1 }
+                    largest = max(largest, logSize())
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+                return (restarts, largest)
+            }
+            let receipt = [UInt8](repeating: 7, count: 1_000)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        for index in stride(from: writer, to: 4_800, by: 8) {
+                            _ = try await store.insertKey(
+                                TestKeys.record(index, receipt: receipt), maximumKeysPerUser: nil)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            writing.withLock { $0 = false }
+            let (restarts, largest) = await checkpoints.value
+            // About 20,000 pages were written (80 MB): restarted from 256 pages (1 MiB), the file stays within a few
+            // MiB whatever the machine's speed.
+            #expect(restarts > 0)
+            #expect(largest < 16 << 20, "the log's file reached \(largest) bytes")
+            #expect(logSize() < 16 << 20)
         }
     }
 
