@@ -25,25 +25,19 @@ extension AppAttestAssertionInput.JSONBody {
         guard scanner.consume(UInt8(ascii: "{")) else { return nil }
         repeat {
             guard let name = scanner.plainString(), scanner.consume(UInt8(ascii: ":")) else { return nil }
+            let read: Bool
             switch name {
-            case "keyId":
-                guard keyId == nil, let value = scanner.plainString() else { return nil }
-                keyId = value
-            case "assertion":
-                guard assertion == nil, let value = scanner.plainString() else { return nil }
-                assertion = value
-            case "clientData":
-                guard clientData == nil, let value = scanner.plainString() else { return nil }
-                clientData = value
-            case "challenge":
-                guard challenge == nil, let value = scanner.plainString() else { return nil }
-                challenge = value
+            case "keyId": read = scanner.plainString(into: &keyId)
+            case "assertion": read = scanner.plainString(into: &assertion)
+            case "clientData": read = scanner.plainString(into: &clientData)
+            case "challenge": read = scanner.plainString(into: &challenge)
             case "issueNextChallenge":
-                guard issueNextChallenge == nil, let value = scanner.boolean() else { return nil }
-                issueNextChallenge = value
-            default:
-                return nil
+                guard issueNextChallenge == nil else { return nil }
+                issueNextChallenge = scanner.boolean()
+                read = issueNextChallenge != nil
+            default: read = false
             }
+            guard read else { return nil }
         } while scanner.consume(UInt8(ascii: ","))
         guard scanner.consume(UInt8(ascii: "}")), scanner.atEnd, let keyId, let assertion else { return nil }
         self.init(
@@ -86,6 +80,13 @@ private struct PlainJSONScanner {
             index += 1
         }
         return nil
+    }
+
+    /// A plain string into an empty `slot`; false for a member named twice or any other token.
+    mutating func plainString(into slot: inout String?) -> Bool {
+        guard slot == nil, let value = plainString() else { return false }
+        slot = value
+        return true
     }
 
     mutating func boolean() -> Bool? {

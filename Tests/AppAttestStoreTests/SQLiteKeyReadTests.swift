@@ -202,11 +202,11 @@ struct SQLiteKeyReadTests {
             }
             writing.withLock { $0 = false }
             let (restarts, largest) = await checkpoints.value
-            // About 20,000 pages were written (80 MB): restarted from 256 pages (1 MiB), the file stays within a few
-            // MiB whatever the machine's speed.
+            // Without restarts the file reached about 190 MB. Restarted from 256 pages (1 MiB), it stays within a few
+            // MiB, or a few tens on a loaded machine, where some restarts wait out their busy timeout.
             #expect(restarts > 0)
-            #expect(largest < 16 << 20, "the log's file reached \(largest) bytes")
-            #expect(logSize() < 16 << 20)
+            #expect(largest < 48 << 20, "the log's file reached \(largest) bytes")
+            #expect(logSize() < 48 << 20)
         }
     }
 
