@@ -9,9 +9,8 @@ extension AppAttestAssertionInput.JSONBody {
     /// the decoder's answer; for the bodies read here both give the same value (`PlainJSONTests`).
     package init?(plain body: some Collection<UInt8>) {
         guard body.count <= AppAttestHTTPLimits.maximumJSONBodySize,
-            let parsed = body.withContiguousStorageIfAvailable({ Self(plain: $0) })
+            let parsed = body.withContiguousStorageIfAvailable({ Self(plain: $0) }) ?? nil
         else { return nil }
-        guard let parsed else { return nil }
         self = parsed
     }
 

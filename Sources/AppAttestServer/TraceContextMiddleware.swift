@@ -19,14 +19,14 @@ struct TraceContextMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
     {
-        guard request.headers[Self.traceparent] != nil else {
-            guard let sampler, !sampler.sample() else { return try await next(request, context) }
-            var serviceContext = ServiceContext.current ?? .topLevel
-            serviceContext[SampledOutKey.self] = true
-            return try await ServiceContext.$current.withValue(serviceContext) { try await next(request, context) }
-        }
         var serviceContext = ServiceContext.current ?? .topLevel
-        InstrumentationSystem.instrument.extract(request.headers, into: &serviceContext, using: FieldsExtractor())
+        if request.headers[Self.traceparent] != nil {
+            InstrumentationSystem.instrument.extract(request.headers, into: &serviceContext, using: FieldsExtractor())
+        } else if let sampler, !sampler.sample() {
+            serviceContext[SampledOutKey.self] = true
+        } else {
+            return try await next(request, context)
+        }
         return try await ServiceContext.$current.withValue(serviceContext) { try await next(request, context) }
     }
 
