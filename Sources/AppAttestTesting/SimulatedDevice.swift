@@ -51,6 +51,9 @@ public final class SimulatedDevice: Sendable {
         self.state = Mutex(counter)
     }
 
+    /// The receipt of an attestation when the device has no receipt authority (and the options give none).
+    package static let placeholderReceipt = Array("swift-app-attest placeholder receipt".utf8)
+
     /// The 65-byte uncompressed public point, as a server stores it.
     public var publicKey: [UInt8] { Array(privateKey.publicKey.x963Representation) }
 
@@ -188,7 +191,7 @@ public final class SimulatedDevice: Sendable {
 
     private func receipt(_ options: AttestationOptions, leaf: [UInt8], clientDataHash: [UInt8]) throws -> [UInt8] {
         if let receipt = options.receipt { return receipt }
-        guard let receiptAuthority else { return Array("swift-app-attest placeholder receipt".utf8) }
+        guard let receiptAuthority else { return Self.placeholderReceipt }
         return try receiptAuthority.sign(
             .attest(
                 appID: appID, attestedCertificate: leaf, clientHash: clientDataHash,

@@ -2,6 +2,8 @@
 import AppAttestCommandSupport
 import AppAttest
 import AppAttestWire
+import AppAttestPostgres
+import AppAttestSQLite
 import AppAttestStore
 import AppAttestTesting
 import ArgumentParser
@@ -30,7 +32,14 @@ struct LoadCommand: AsyncParsableCommand {
 
         @Option var dir: String
         @Option(name: .customLong("url"), help: "A server (repeatable); every device is registered on each.")
-        var urls: [String]
+        var urls: [String] = []
+        @Option(
+            help: """
+                A store (sqlite:PATH or a postgres:// URL) to insert the devices' keys into directly, as registration \
+                would store them, instead of or besides registering them on a server: for fleets too large to \
+                register one attestation at a time (Scripts/scale.sh). Run it before the server opens the store.
+                """)
+        var seed: String?
         @Option var token: String
         @Option(name: .customLong("app-id")) var appID: String
         @Option var devices: Int = 1000
@@ -46,6 +55,8 @@ struct LoadCommand: AsyncParsableCommand {
             let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
+            guard seed != nil || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
+            if let seed { try await Self.seed(devices, into: seed) }
             for url in urls {
                 let start = Date()
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -114,6 +125,48 @@ struct LoadCommand: AsyncParsableCommand {
                 try handle.close()
                 print("wrote \(dir)/run-grouped.txt: groups of \(grouped) per device, shuffled")
             }
+        }
+
+        /// Inserts each device's key as `appattest serve` stores it after the device's attestation: its point, App ID
+        /// and environment, counter 0, no user, and the attestation's receipt (the simulator's placeholder: these
+        /// devices have no receipt authority). Through the store's own `insertKey`, so the rows and the key's
+        /// `attested` event are the store's; only the attestation's verification and HTTP round trips are skipped.
+        static func seed(_ devices: [SimulatedDevice], into spec: String) async throws {
+            let store: any AppAttestStore
+            if spec.hasPrefix("sqlite:") {
+                store = try SQLiteAppAttestStore(path: String(spec.dropFirst("sqlite:".count)))
+            } else if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
+                store = try await PostgresAppAttestStore.connect(url: spec)
+            } else {
+                throw ValidationError("--seed is sqlite:PATH or a postgres:// URL")
+            }
+            let start = Date()
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, device) in devices.enumerated() {
+                        if index >= 16 { try await group.next() }
+                        group.addTask {
+                            let now = Date()
+                            let record = KeyRecord(
+                                key: AttestedKey(
+                                    publicKey: try AttestedPublicKey(x963Representation: device.publicKey),
+                                    appID: device.appID, environment: device.environment, counter: 0),
+                                userID: nil, receipt: SimulatedDevice.placeholderReceipt, riskMetric: nil,
+                                createdAt: now,
+                                receiptUpdatedAt: now, revokedAt: nil)
+                            guard case .inserted = try await store.insertKey(record, maximumKeysPerUser: nil) else {
+                                throw InputError(description: "key \(index) is stored already")
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            print("seeded \(devices.count) devices in \(String(format: "%.1f", -start.timeIntervalSinceNow)) s")
         }
 
         func register(_ device: SimulatedDevice, url: String) async throws {
