@@ -66,7 +66,7 @@ package final class SQLiteCheckpointer: Sendable {
 
     deinit {
         timer.cancel()
-        state.withLock { sqlite3_close_v2($0.handle) }
+        state.withLock { _ = sqlite3_close_v2($0.handle) }
     }
 
     /// One checkpoint now, passive, then restarting when the log holds ``restartPages`` or more: the pages of the log,
