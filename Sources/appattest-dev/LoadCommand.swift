@@ -52,10 +52,10 @@ struct LoadCommand: AsyncParsableCommand {
         var grouped: Int = 0
 
         func run() async throws {
+            guard seed != nil || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
             let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
-            guard seed != nil || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
             if let seed { try await Self.seed(devices, into: seed) }
             for url in urls {
                 let start = Date()
@@ -152,8 +152,7 @@ struct LoadCommand: AsyncParsableCommand {
                                     publicKey: try AttestedPublicKey(x963Representation: device.publicKey),
                                     appID: device.appID, environment: device.environment, counter: 0),
                                 userID: nil, receipt: SimulatedDevice.placeholderReceipt, riskMetric: nil,
-                                createdAt: now,
-                                receiptUpdatedAt: now, revokedAt: nil)
+                                createdAt: now, receiptUpdatedAt: now, revokedAt: nil)
                             guard case .inserted = try await store.insertKey(record, maximumKeysPerUser: nil) else {
                                 throw InputError(description: "key \(index) is stored already")
                             }
