@@ -2,6 +2,7 @@
 package import AppAttestStore
 import Dispatch
 import Foundation
+import GRDB
 import GRDBSQLite
 import Synchronization
 
@@ -19,11 +20,13 @@ import Synchronization
 /// a write begins with every frame already copied, and under writes without a pause (a busy service, or the
 /// registration of a fleet) another commit always lands between a checkpoint and the next write: the file grew by
 /// every page written, gigabytes in minutes. So once the log holds ``restartPages`` or more, the passive checkpoint is
-/// followed by a restarting one (`SQLITE_CHECKPOINT_RESTART`), which waits for the write in progress (at most
-/// ``busyTimeout``), copies the few frames the passive one left, and waits for the readers of the log to finish, so
-/// that the next write starts the log from its beginning. Writes wait for that step only, not for the copying of the
-/// whole log. A checkpoint that cannot finish (a long read in another process) is retried at the next tick; closing
-/// the store's last connection checkpoints whatever remains.
+/// followed by a restarting one (`SQLITE_CHECKPOINT_RESTART`), which copies the few frames the passive one left and
+/// waits for the readers of the log to finish (at most ``busyTimeout``), so that the next write starts the log from
+/// its beginning. It runs on the store's writer, between two of its writes: it never waits for the writer's lock, and
+/// the writer never finds the lock taken (SQLite's busy handler would sleep in steps of up to 100 ms, well past the few
+/// milliseconds the checkpoint holds it). Writes wait for that step only, not for the copying of the whole log. A
+/// checkpoint that cannot finish (a long read in another process) is retried at the next tick; closing the store's
+/// last connection checkpoints whatever remains.
 package final class SQLiteCheckpointer: Sendable {
     private struct State {
         var handle: OpaquePointer?
@@ -46,15 +49,23 @@ package final class SQLiteCheckpointer: Sendable {
     /// tick after that).
     static let busyTimeout: TimeInterval = 0.1
     private let restartPages: Int
+    /// The store's writer, on whose connection the restarting checkpoint runs, and that connection's busy timeout (the
+    /// checkpoint waits for readers for ``busyTimeout`` only, then gives the connection its own back).
+    private let writer: DatabasePool
+    private let writerBusyTimeout: TimeInterval
 
     /// - Parameters:
+    ///   - writer: the store's pool, whose writer runs the restarting checkpoint; `writerBusyTimeout` its busy timeout.
     ///   - interval: the time between checkpoints; nil for none but those ``checkpoint()`` runs (tests).
     ///   - restartPages: the log's size from which a checkpoint restarts it (tests make it small).
     init(
-        path: String, interval: DispatchTimeInterval? = SQLiteCheckpointer.interval,
+        path: String, writer: DatabasePool, writerBusyTimeout: TimeInterval,
+        interval: DispatchTimeInterval? = SQLiteCheckpointer.interval,
         restartPages: Int = SQLiteCheckpointer.restartPages
     ) {
         self.path = path
+        self.writer = writer
+        self.writerBusyTimeout = writerBusyTimeout
         self.restartPages = restartPages
         timer = DispatchSource.makeTimerSource(queue: queue)
         if let interval {
@@ -78,7 +89,7 @@ package final class SQLiteCheckpointer: Sendable {
             if state.handle == nil {
                 // A connection learns that the file is in WAL mode when it first reads it: until then it has no log
                 // to checkpoint.
-                // The busy timeout applies to the restarting checkpoint only: a passive one never waits.
+                // A passive checkpoint never waits: the busy timeout is only for opening.
                 state.handle = try SQLiteAppAttestStore.openConnection(
                     path: path, busyTimeout: Self.busyTimeout, setup: "SELECT count(*) FROM sqlite_master")
             }
@@ -98,8 +109,35 @@ package final class SQLiteCheckpointer: Sendable {
             }
             _ = try run(SQLITE_CHECKPOINT_PASSIVE)
             guard Int(log) >= restartPages else { return (Int(log), Int(copied), false) }
-            let restarted = try run(SQLITE_CHECKPOINT_RESTART)
-            return (Int(log), Int(copied), restarted)
+            let (restarted, restartLog, restartCopied) = try restart()
+            return (restartLog, restartCopied, restarted)
+        }
+    }
+
+    /// The restarting checkpoint, on the writer's connection between two writes: whether the next write starts the
+    /// log again (false when a reader of the log did not finish within ``busyTimeout``), and the log's pages and how
+    /// many of them are in the database file.
+    private func restart() throws(StoreError) -> (restarted: Bool, logPages: Int, checkpointedPages: Int) {
+        let milliseconds = { (seconds: TimeInterval) in Int32(clamping: Int(min(max(seconds, 0), 86_400) * 1000)) }
+        let own = milliseconds(writerBusyTimeout), short = milliseconds(Self.busyTimeout)
+        do {
+            return try writer.writeWithoutTransaction { db in
+                let handle = db.sqliteConnection
+                sqlite3_busy_timeout(handle, short)
+                defer { sqlite3_busy_timeout(handle, own) }
+                var log: Int32 = 0
+                var copied: Int32 = 0
+                let result = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied)
+                guard result == SQLITE_OK || result == SQLITE_BUSY else {
+                    throw StoreError(
+                        .unavailable, "SQLite \(path): checkpoint: \(String(cString: sqlite3_errmsg(handle)))")
+                }
+                return (result == SQLITE_OK, Int(log), Int(copied))
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(error)")
         }
     }
 

@@ -71,8 +71,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             path.hasPrefix("/") ? path : URL(fileURLWithPath: path, isDirectory: false).standardizedFileURL.path
         reader = SQLiteKeyReader(path: absolute, busyTimeout: busyTimeout, maximumConnections: keyReadConnections)
         checkpointer = SQLiteCheckpointer(
-            path: absolute, interval: checkpoints ? SQLiteCheckpointer.interval : nil,
-            restartPages: checkpointRestartPages)
+            path: absolute, writer: pool, writerBusyTimeout: busyTimeout,
+            interval: checkpoints ? SQLiteCheckpointer.interval : nil, restartPages: checkpointRestartPages)
     }
 
     /// Each connection's page cache, in KiB.
