@@ -56,6 +56,8 @@ for size in $SIZES; do
             $D load prepare --dir "$WORK" --seed "$database" --token "$TOKEN" --app-id $APP --devices "$size" \
                 --assertions "$per" --runs 1 >"$WORK/prepare.log"
             grep -v '^wrote' "$WORK/prepare.log" || true
+            # The seeded file on disk before the run, as a running service's is: not the kernel's writeback of it.
+            sync
         fi
         APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="scale:$TOKEN" \
             APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
