@@ -118,8 +118,8 @@ package final class SQLiteCheckpointer: Sendable {
     /// log again (false when a reader of the log did not finish within ``busyTimeout``), and the log's pages and how
     /// many of them are in the database file.
     private func restart() throws(StoreError) -> (restarted: Bool, logPages: Int, checkpointedPages: Int) {
-        let milliseconds = { (seconds: TimeInterval) in Int32(clamping: Int(min(max(seconds, 0), 86_400) * 1000)) }
-        let own = milliseconds(writerBusyTimeout), short = milliseconds(Self.busyTimeout)
+        let own = SQLiteAppAttestStore.busyTimeoutMilliseconds(writerBusyTimeout)
+        let short = SQLiteAppAttestStore.busyTimeoutMilliseconds(Self.busyTimeout)
         do {
             return try writer.writeWithoutTransaction { db in
                 let handle = db.sqliteConnection

@@ -168,6 +168,11 @@ private final class Connection: @unchecked Sendable {
 }
 
 extension SQLiteAppAttestStore {
+    /// A busy timeout as `sqlite3_busy_timeout` takes it: whole milliseconds, within 0 and a day.
+    static func busyTimeoutMilliseconds(_ seconds: TimeInterval) -> Int32 {
+        Int32(clamping: Int(min(max(seconds, 0), 86_400) * 1000))
+    }
+
     /// A connection of the store's own beside GRDB's pool (the key reader's, the checkpointer's), with `setup` run on
     /// it; closed again if that fails.
     static func openConnection(path: String, busyTimeout: TimeInterval, setup: String) throws(StoreError)
@@ -180,7 +185,7 @@ extension SQLiteAppAttestStore {
             sqlite3_close_v2(handle)
             throw StoreError(.unavailable, "SQLite \(path): \(message)")
         }
-        sqlite3_busy_timeout(handle, Int32(clamping: Int(min(max(busyTimeout, 0), 86_400) * 1000)))
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds(busyTimeout))
         guard sqlite3_exec(handle, setup, nil, nil, nil) == SQLITE_OK else {
             let message = String(cString: sqlite3_errmsg(handle))
             sqlite3_close_v2(handle)
