@@ -220,8 +220,9 @@ extension AppAttestClient {
         return nil
     }
 
-    /// Waits before attempt `attempt`: the server's `Retry-After` when the last refusal had one (a deferral when it
-    /// is longer than ``AppAttestClientConfiguration/maximumRetryDelay``), exponential backoff otherwise.
+    /// Waits before attempt `attempt`: the server's `Retry-After` when the last refusal had one, and a random share
+    /// more (a deferral when it is longer than ``AppAttestClientConfiguration/maximumRetryDelay``), exponential backoff
+    /// otherwise.
     func backoff(_ attempt: Int, after error: AppAttestClientError) async throws(AppAttestClientError) {
         if let until = error.retryAfter {
             let wait = until.timeIntervalSince(configuration.now())
@@ -230,7 +231,7 @@ extension AppAttestClient {
                     .deferred, "the server asked to wait \(Int(wait)) s", status: error.status,
                     problemCode: error.problemCode, action: error.action, retryAfter: until)
             }
-            return try await Self.sleep(seconds: wait)
+            return try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay)
         }
         let delay = min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay)
         // Full jitter, so that many apps that failed together do not come back together.
@@ -273,7 +274,7 @@ extension AppAttestClient {
                             problemCode: error.problemCode, action: error.action,
                             retryAfter: configuration.now().addingTimeInterval(wait)))
                 }
-                try await Self.sleep(seconds: wait)
+                try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
                 waited += wait
             }
         }

@@ -78,7 +78,7 @@ extension AppAttestClient {
                     problemCode: refusal.code, action: refusal.action,
                     retryAfter: configuration.now().addingTimeInterval(wait))
             }
-            try await Self.sleep(seconds: wait)
+            try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay)
         case "refetchChallenge":
             guard !attempt.refetched else { throw refused }
             guard resendable || Self.unconsumedChallengeCodes.contains(refusal.code) else {
@@ -111,6 +111,20 @@ extension AppAttestClient {
         guard key?.keyID == keyID else { return }
         emit(AppAttestClientEvent(.keyReset, keyID: keyID, code: reason))
         try await forget(keyID)
+    }
+
+    /// Waits as a server's `Retry-After` said, and a random share of it more (up to half again, within `limit`): a
+    /// server that refused many apps at once (its attestation budget spent, a failover) gives them all the same
+    /// wait, and apps that came back together would be refused together again.
+    static func sleep(toldToWait wait: TimeInterval, within limit: TimeInterval) async throws(AppAttestClientError) {
+        try await sleep(seconds: delay(toldToWait: wait, within: limit))
+    }
+
+    /// The wait ``sleep(toldToWait:within:)`` takes: from `wait` to half as long again, never past `limit` (unless
+    /// `wait` itself is).
+    static func delay(toldToWait wait: TimeInterval, within limit: TimeInterval) -> TimeInterval {
+        let wait = max(wait, 0)
+        return wait + Double.random(in: 0...max(0, min(wait / 2, limit - wait)))
     }
 
     static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {

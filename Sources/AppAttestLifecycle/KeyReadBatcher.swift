@@ -21,7 +21,7 @@ package final class KeyReadBatcher: Sendable {
     private let store: any AppAttestStore
     private let state = Mutex(State())
     /// Reads in flight at once: one being answered while the next forms.
-    static let maximumReads = 2
+    package static let maximumReads = 2
     /// The most keys in one read.
     static let maximumBatch = 64
 
@@ -38,8 +38,12 @@ package final class KeyReadBatcher: Sendable {
             do {
                 return try await withCheckedThrowingContinuation { (waiter: Waiter) in
                     let queued = state.withLock { state -> Bool in
-                        // A read slot freed since: read alone rather than wait for a read nobody will start.
-                        guard state.reads >= Self.maximumReads else { return false }
+                        // A read slot freed since: take it and read, rather than wait for a read nobody will start.
+                        // Taken here, under the lock, so that reads in flight never exceed the limit.
+                        guard state.reads >= Self.maximumReads else {
+                            state.reads += 1
+                            return false
+                        }
                         state.pending.append((keyID, waiter))
                         return true
                     }
@@ -66,9 +70,8 @@ package final class KeyReadBatcher: Sendable {
         return records[keyID]
     }
 
-    /// A waiter whose read slot freed before it queued: it reads with a slot of its own.
+    /// A waiter whose read slot freed before it queued: it reads with the slot it took then.
     private func readAlone(_ keyID: KeyID, _ waiter: Waiter) async {
-        state.withLock { $0.reads += 1 }
         do {
             let records = try await read([keyID])
             waiter.resume(returning: records[keyID])

@@ -86,21 +86,21 @@ public final class AppAttestServer: Sendable {
         var postgresClient: PostgresClient?
         if let givenStore {
             store = givenStore
-        } else if configuration.database.hasPrefix("postgres://") || configuration.database.hasPrefix("postgresql://") {
-            // The client is a service of `run`'s group, listed first so that it stops last; the database is
-            // migrated here, before anything runs.
-            let clientConfiguration = try PostgresAppAttestStore.configuration(url: configuration.database)
-            let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
-            store = try await PostgresAppAttestStore.migratedBeforeRunning(
-                client: client, configuration: clientConfiguration, logger: logger,
-                startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)),
-                operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
-            postgresClient = client
         } else {
-            let path =
-                configuration.database.hasPrefix("sqlite:")
-                ? String(configuration.database.dropFirst("sqlite:".count)) : configuration.database
-            store = try SQLiteAppAttestStore(path: path)
+            switch try configuration.storeLocation() {
+            case .postgres(let url):
+                // The client is a service of `run`'s group, listed first so that it stops last; the database is
+                // migrated here, before anything runs.
+                let clientConfiguration = try PostgresAppAttestStore.configuration(url: url)
+                let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+                store = try await PostgresAppAttestStore.migratedBeforeRunning(
+                    client: client, configuration: clientConfiguration, logger: logger,
+                    startupTimeout: .nanoseconds(Int64(configuration.startupTimeoutSeconds * 1e9)),
+                    operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
+                postgresClient = client
+            case .sqlite(let path):
+                store = try SQLiteAppAttestStore(path: path)
+            }
         }
         var service: AppAttestService?
         if let verifierConfiguration {

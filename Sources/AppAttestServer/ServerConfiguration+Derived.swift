@@ -1,10 +1,15 @@
 #if Service
 public import AppAttest
-import AppAttestStore
+package import AppAttestStore
 public import AppAttestLifecycle
 import Foundation
 
 extension ServerConfiguration {
+    /// The store `database` names (``StoreLocation``: `sqlite:PATH`, a `postgres://` URL, or a bare SQLite path).
+    package func storeLocation() throws(ServerConfigurationError) -> StoreLocation {
+        do { return try StoreLocation(database) } catch { throw ServerConfigurationError("database \(error)") }
+    }
+
     /// Checks the values and builds the verifier configuration (nil when no App ID is configured).
     public func verifierConfiguration() throws(ServerConfigurationError) -> AppAttestVerifier.Configuration? {
         guard (1...65535).contains(port) else { throw ServerConfigurationError("port \(port) is out of range") }
@@ -68,6 +73,7 @@ extension ServerConfiguration {
             throw ServerConfigurationError("readinessTimeoutSeconds must be from 0.1 to 60")
         }
         _ = try policies()
+        _ = try storeLocation()
         for token in tokens {
             guard token.token.utf8.count >= 16 else {
                 throw ServerConfigurationError("token \(token.name) is shorter than 16 characters")

@@ -2,23 +2,27 @@ package import AppAttest
 package import AppAttestStore
 package import Foundation
 
-/// A store that forwards every operation to another, calling a hook before each batch of acceptances and at close:
-/// for the package's tests that watch, slow down or count what a store is asked.
+/// A store that forwards every operation to another, calling a hook before each batch of acceptances, around each
+/// read of keys by keyId, and at close: for the package's tests that watch, slow down or count what a store is asked.
 package struct ObservedAppAttestStore: AppAttestStore {
     /// The store that answers.
     package let inner: any AppAttestStore
     /// Called with each batch before `inner` accepts it.
     package let willAcceptBatch: @Sendable ([AssertionAcceptance]) async -> Void
+    /// Called with the keyIds of each `keys(withIDs:)` before `inner` reads them, and again with nil when it has.
+    package let aroundKeyRead: @Sendable ([KeyID]?) async -> Void
     /// Called at `close()`, after `inner` is closed.
     package let didClose: @Sendable () async -> Void
 
     package init(
         _ inner: any AppAttestStore,
         willAcceptBatch: @escaping @Sendable ([AssertionAcceptance]) async -> Void = { _ in },
+        aroundKeyRead: @escaping @Sendable ([KeyID]?) async -> Void = { _ in },
         didClose: @escaping @Sendable () async -> Void = {}
     ) {
         self.inner = inner
         self.willAcceptBatch = willAcceptBatch
+        self.aroundKeyRead = aroundKeyRead
         self.didClose = didClose
     }
 
@@ -58,7 +62,15 @@ package struct ObservedAppAttestStore: AppAttestStore {
     }
     package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
     package func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        try await inner.keys(withIDs: keyIDs)
+        await aroundKeyRead(keyIDs)
+        do {
+            let records = try await inner.keys(withIDs: keyIDs)
+            await aroundKeyRead(nil)
+            return records
+        } catch {
+            await aroundKeyRead(nil)
+            throw error
+        }
     }
     package func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
         try await inner.keys(forUser: userID)

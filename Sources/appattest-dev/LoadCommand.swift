@@ -133,12 +133,9 @@ struct LoadCommand: AsyncParsableCommand {
         /// `attested` event are the store's; only the attestation's verification and HTTP round trips are skipped.
         static func seed(_ devices: [SimulatedDevice], into spec: String) async throws {
             let store: any AppAttestStore
-            if spec.hasPrefix("sqlite:") {
-                store = try SQLiteAppAttestStore(path: String(spec.dropFirst("sqlite:".count)))
-            } else if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
-                store = try await PostgresAppAttestStore.connect(url: spec)
-            } else {
-                throw ValidationError("--seed is sqlite:PATH or a postgres:// URL")
+            switch try StoreLocation(spec) {
+            case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
+            case .postgres(let url): store = try await PostgresAppAttestStore.connect(url: url)
             }
             let start = Date()
             do {

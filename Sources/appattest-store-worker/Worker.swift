@@ -10,9 +10,9 @@ import Foundation
 
 /// Drives an App Attest store from its own process, for the multi-process and SIGKILL tests:
 ///
-///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID same-counter COUNTER COPIES
-///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID sequence FROM COUNT [challenge]
-///     appattest-store-worker sqlite:PATH|postgres:URL KEYFILE APPID counters C1,C2,…
+///     appattest-store-worker sqlite:PATH|postgres://URL KEYFILE APPID same-counter COUNTER COPIES
+///     appattest-store-worker sqlite:PATH|postgres://URL KEYFILE APPID sequence FROM COUNT [challenge]
+///     appattest-store-worker sqlite:PATH|postgres://URL KEYFILE APPID counters C1,C2,…
 ///
 /// With `APPATTEST_WINDOW=N` in the environment the service accepts counters within a reorder window of N; then
 /// `sequence` sends its counters eight at a time, shuffled and concurrently, and `counters` sends all of its list at
@@ -38,11 +38,10 @@ struct Worker {
     }
 
     static func openStore(_ spec: String) async throws -> any AppAttestStore {
-        if spec.hasPrefix("sqlite:") { return try SQLiteAppAttestStore(path: String(spec.dropFirst(7))) }
-        if spec.hasPrefix("postgres:") {
-            return try await PostgresAppAttestStore.connect(url: String(spec.dropFirst(9)))
+        switch try StoreLocation(spec) {
+        case .sqlite(let path): try SQLiteAppAttestStore(path: path)
+        case .postgres(let url): try await PostgresAppAttestStore.connect(url: url)
         }
-        throw WorkerError(description: "store is sqlite:PATH or postgres:URL")
     }
 
     static func run(_ arguments: [String]) async throws {

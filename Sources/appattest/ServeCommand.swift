@@ -1,6 +1,7 @@
 #if Service
 import AppAttestCommandSupport
 import AppAttestServer
+import AppAttestStore
 import ArgumentParser
 import CAppAttestAllocator
 import Foundation
@@ -71,7 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
             "listening",
             metadata: [
                 "address": "http://\(configuration.host):\(configuration.port)",
-                "database": "\(configuration.database.hasPrefix("postgres") ? "postgres" : configuration.database)",
+                "database": "\((try? configuration.storeLocation())?.logged ?? "")",
                 "apps": "\(configuration.apps.map(\.appId).joined(separator: ","))",
                 "callers": "\(server.configuration.tokens.map(\.name).joined(separator: ","))",
             ])

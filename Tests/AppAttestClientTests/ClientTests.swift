@@ -358,6 +358,17 @@ struct ClientTests {
         }
     }
 
+    @Test("apps told the same Retry-After come back spread over half as long again, never sooner, never past the limit")
+    func retryAfterSpread() {
+        let delays = (0..<1_000).map { _ in AppAttestClient.delay(toldToWait: 2, within: 60) }
+        #expect(delays.allSatisfy { (2...3).contains($0) })
+        // Spread: a quarter of them in each half of the window at least (1 in 10^100 to fail by chance).
+        #expect(delays.filter { $0 < 2.5 }.count > 250 && delays.filter { $0 >= 2.5 }.count > 250)
+        #expect((0..<100).allSatisfy { _ in AppAttestClient.delay(toldToWait: 50, within: 60) <= 60 })
+        #expect(AppAttestClient.delay(toldToWait: 60, within: 60) == 60)
+        #expect(AppAttestClient.delay(toldToWait: 0, within: 60) == 0)
+    }
+
     @Test("retry answers wait for Retry-After and are sent again; a longer wait is a deferral that says until when")
     func retryAfter() async throws {
         let transport = ScriptedTransport()

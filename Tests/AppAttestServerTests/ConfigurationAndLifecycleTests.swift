@@ -73,11 +73,18 @@ struct ConfigurationTests {
             { $0.apps = [.init(appId: "TEAM123456.com.a", environments: ["staging"])] },
             { $0.rateLimit = .init(requestsPerSecond: 0, burst: 1) }, { $0.maximumBodyBytes = 10 },
             { $0.testingRootCertificate = "/nonexistent/root.pem" },
+            { $0.database = "mysql://u@localhost/db" }, { $0.database = "sqlite:" }, { $0.database = "" },
         ] {
             var copy = configuration
             change(&copy)
             #expect(throws: ServerConfigurationError.self) { try copy.verifierConfiguration() }
         }
+        // The message names the key, and does not repeat a value that may hold a password.
+        var copy = configuration
+        copy.database = "mysql://user:secret@localhost/db"
+        let error = #expect(throws: ServerConfigurationError.self) { try copy.verifierConfiguration() }
+        #expect(error?.description.hasPrefix("database ") == true)
+        #expect(error?.description.contains("secret") == false)
     }
 }
 

@@ -3,6 +3,7 @@ import AppAttestLifecycle
 import AppAttestStore
 import AppAttestTesting
 import Foundation
+import Synchronization
 import Testing
 
 /// The service keeps keys it has read for a few seconds; the store stays the authority. These tests change the store
@@ -97,6 +98,46 @@ struct KeyCacheTests {
                 #expect(record == nil, "key \(index) was never stored")
             }
         }
+    }
+
+    @Test("no more key reads run at once than the batcher's limit, however the misses arrive")
+    func readLimit() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<64).map { TestKeys.record(2_600 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        struct Reads { var now = 0, most = 0 }
+        let reads = Mutex(Reads())
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                if keyIDs != nil {
+                    reads.withLock {
+                        $0.now += 1
+                        $0.most = max($0.most, $0.now)
+                    }
+                    // Long enough for misses to arrive while reads are in flight, and for slots to free while a
+                    // miss decides whether to queue.
+                    try? await Task.sleep(for: .microseconds(Int.random(in: 50...400)))
+                } else {
+                    reads.withLock { $0.now -= 1 }
+                }
+            })
+        let batcher = KeyReadBatcher(store: observed)
+        for _ in 0..<20 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for record in records.shuffled() + records.shuffled() {
+                    group.addTask {
+                        if Bool.random() { await Task.yield() }
+                        let read = try await batcher.key(record.keyID)
+                        #expect(read?.keyID == record.keyID)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let observedReads = reads.withLock { $0 }
+        #expect(observedReads.most <= KeyReadBatcher.maximumReads)
+        #expect(observedReads.now == 0)
     }
 
     /// A record for the `index`th test key.

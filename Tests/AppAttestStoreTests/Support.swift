@@ -56,7 +56,7 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
             // The suite runs many PostgreSQL tests at once on a small machine: the default 5 s per operation is
             // a production bound, not a test's (the deadline itself is tested in StoreDeadlineTests).
             let store = try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60))
-            return (store, "postgres:\(url)")
+            return (store, url)
         #endif
         default:
             throw StoreError(.unavailable, "\(self) needs its trait")
@@ -204,18 +204,15 @@ struct ReopenedStore {
 extension Backend {
     /// The store `spec` names (``Harness/spec``), opened again.
     static func reopen(_ spec: String) async throws -> ReopenedStore {
+        let location = try StoreLocation(spec)
         #if SQLite
-        if spec.hasPrefix("sqlite:") {
-            return ReopenedStore(store: try SQLiteAppAttestStore(path: String(spec.dropFirst(7))))
-        }
+        if case .sqlite(let path) = location { return ReopenedStore(store: try SQLiteAppAttestStore(path: path)) }
         #endif
         #if PostgreSQL
-        if spec.hasPrefix("postgres:") {
-            return ReopenedStore(
-                store: try await PostgresAppAttestStore.connect(
-                    url: String(spec.dropFirst(9)), operationTimeout: .seconds(60)))
+        if case .postgres(let url) = location {
+            return ReopenedStore(store: try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60)))
         }
         #endif
-        throw StoreError(.unavailable, "cannot reopen \(spec)")
+        throw StoreError(.unavailable, "cannot reopen a store of a trait not built")
     }
 }
