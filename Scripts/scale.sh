@@ -53,7 +53,7 @@ for size in $SIZES; do
         per=$(( (ASSERTIONS + size - 1) / size ))
         if [ "$REGISTER" = seed ]; then
             # The keys inserted as registration stores them, before the server opens the store.
-            $D load prepare --dir "$WORK" --seed "$database" --token "$TOKEN" --app-id $APP --devices "$size" \
+            $D load prepare --dir "$WORK" --seed "$database" --app-id $APP --devices "$size" \
                 --assertions "$per" --runs 1 >"$WORK/prepare.log"
             grep -v '^wrote' "$WORK/prepare.log" || true
             # The seeded file on disk before the run, as a running service's is: not the kernel's writeback of it.

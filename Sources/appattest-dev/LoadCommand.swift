@@ -40,7 +40,8 @@ struct LoadCommand: AsyncParsableCommand {
                 register one attestation at a time (Scripts/scale.sh). Run it before the server opens the store.
                 """)
         var seed: String?
-        @Option var token: String
+        @Option(help: "The caller's bearer token for the servers of --url (not needed with --seed alone).")
+        var token: String?
         @Option(name: .customLong("app-id")) var appID: String
         @Option var devices: Int = 1000
         @Option var assertions: Int = 100
@@ -53,6 +54,7 @@ struct LoadCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard seed != nil || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
+            guard urls.isEmpty || token != nil else { throw ValidationError("--url needs --token") }
             let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
@@ -167,6 +169,7 @@ struct LoadCommand: AsyncParsableCommand {
 
         func register(_ device: SimulatedDevice, url: String) async throws {
             struct Challenge: Decodable { var challenge: String }
+            let token = token ?? ""
             let challenge = try JSONDecoder().decode(
                 Challenge.self,
                 from: try await post(url + "/v1/challenges", body: #"{"purpose":"attestation"}"#, token: token))
