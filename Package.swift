@@ -421,6 +421,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+                .product(name: "GRDBSQLite", package: "GRDB.swift", condition: sqlite),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
                 .product(name: "Logging", package: "swift-log"),
             ],

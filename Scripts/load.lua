@@ -43,13 +43,16 @@ function init(args)
   -- server, spends as little as it can per request while the run is measured.
   prepared = {}
   for i, body in ipairs(bodies) do prepared[i] = wrk.format("POST", "/v1/assertions/verify", auth, body) end
+  lines = #prepared
+  -- Only the faults mode sends bodies again; otherwise they go, halving what the collector walks through.
+  if mode ~= "faults" then bodies = nil end
   ping = wrk.format("GET", "/ping")
 end
 
 local function count(t, k) t[k] = (t[k] or 0) + 1 end
 
 local function valid()
-  if nextline > #bodies then
+  if nextline > lines then
     count(sent, "exhausted")
     return ping
   end

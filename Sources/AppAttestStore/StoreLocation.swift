@@ -43,7 +43,8 @@ package enum StoreLocation: Sendable, Hashable {
             return
         }
         guard Self.scheme(of: spec) == nil else {
-            throw Invalid(description: "names a store this package does not have: give sqlite:PATH or a postgres:// URL")
+            throw Invalid(
+                description: "names a store this package does not have: give sqlite:PATH or a postgres:// URL")
         }
         self = .sqlite(path: spec)
     }
@@ -64,7 +65,8 @@ package enum StoreLocation: Sendable, Hashable {
         let scheme = spec[..<colon]
         guard let first = scheme.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic,
             scheme.unicodeScalars.allSatisfy({
-                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "+-.".unicodeScalars.contains($0))
+                $0.isASCII
+                    && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "+-.".unicodeScalars.contains($0))
             })
         else { return nil }
         return scheme

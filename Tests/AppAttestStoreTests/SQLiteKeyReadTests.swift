@@ -4,6 +4,7 @@ import AppAttestSQLite
 import AppAttestStore
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 import Testing
 
@@ -165,6 +166,38 @@ struct SQLiteKeyReadTests {
             // Each round writes about as much: once the log is copied, the next round starts it again. Without the
             // checkpoints (SQLite's own are off) it would grow by a round's worth each time.
             #expect(sizes[3] <= sizes[0] * 5 / 4, "\(sizes)")
+        }
+    }
+
+    /// SQLite syncs the database file after a checkpoint only when it copied the whole log; under steady writes a
+    /// passive one never does, and the restart on the writer used to sync seconds of copied pages (80–100 ms with a
+    /// million keys, every write waiting).
+    @Test("a passive checkpoint that copies part of the log syncs the database file itself, once per copy")
+    func passiveCheckpointSyncs() async throws {
+        try await Self.withStore(checkpoints: false) { store, path in
+            for index in 0..<50 {
+                _ = try await store.insertKey(TestKeys.record(3_000 + index), maximumKeysPerUser: nil)
+            }
+            // A reader holds a snapshot: the frames written after it cannot be copied until it ends.
+            var reader: OpaquePointer?
+            #expect(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
+            defer { sqlite3_close_v2(reader) }
+            #expect(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil) == SQLITE_OK)
+            for index in 50..<100 {
+                _ = try await store.insertKey(TestKeys.record(3_000 + index), maximumKeysPerUser: nil)
+            }
+            let before = store.checkpointer.databaseSyncs
+            let part = try store.checkpointer.checkpoint()
+            #expect(part.checkpointedPages > 0 && part.checkpointedPages < part.logPages, "\(part)")
+            #expect(store.checkpointer.databaseSyncs == before + 1)
+            // Nothing more copied: nothing more to sync.
+            _ = try store.checkpointer.checkpoint()
+            #expect(store.checkpointer.databaseSyncs == before + 1)
+            #expect(sqlite3_exec(reader, "COMMIT", nil, nil, nil) == SQLITE_OK)
+            // The rest copied, the whole log: SQLite syncs the file itself, and this does not again.
+            let whole = try store.checkpointer.checkpoint()
+            #expect(whole.checkpointedPages == whole.logPages)
+            #expect(store.checkpointer.databaseSyncs == before + 1)
         }
     }
 

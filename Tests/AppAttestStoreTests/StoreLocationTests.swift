@@ -20,7 +20,8 @@ struct StoreLocationTests {
     func refused() {
         for spec in [
             "", "sqlite:", "mysql://u@h/db", "postgres:u@h/db", "Postgres://u@h/db", "redis://h", "file:db.sqlite",
-            "sqlite:/tmp/a\u{0}b", "/tmp/a\nb.sqlite", "postgres://u@h/db\u{1B}[2J", String(repeating: "a", count: 5000),
+            "sqlite:/tmp/a\u{0}b", "/tmp/a\nb.sqlite", "postgres://u@h/db\u{1B}[2J",
+            String(repeating: "a", count: 5000),
         ] {
             let error = #expect(throws: StoreLocation.Invalid.self) { try StoreLocation(spec) }
             if let error, spec.count > 8 {

@@ -210,7 +210,8 @@ extension Backend {
         #endif
         #if PostgreSQL
         if case .postgres(let url) = location {
-            return ReopenedStore(store: try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60)))
+            return ReopenedStore(
+                store: try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60)))
         }
         #endif
         throw StoreError(.unavailable, "cannot reopen a store of a trait not built")
