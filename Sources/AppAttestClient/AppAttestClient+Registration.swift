@@ -274,8 +274,10 @@ extension AppAttestClient {
                             problemCode: error.problemCode, action: error.action,
                             retryAfter: configuration.now().addingTimeInterval(wait)))
                 }
-                try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
-                waited += wait
+                // What was slept counts, the random share included, so that the total stays within the limit.
+                let delay = Self.delay(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
+                try await Self.sleep(seconds: delay)
+                waited += delay
             }
         }
         guard let answer else { throw AppAttestClientError(.transport, "no challenge") }

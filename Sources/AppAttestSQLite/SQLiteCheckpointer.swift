@@ -123,7 +123,8 @@ package final class SQLiteCheckpointer: Sendable {
                 }
                 return result == SQLITE_OK
             }
-            _ = try run(SQLITE_CHECKPOINT_PASSIVE)
+            // BUSY (another process's checkpoint holds the lock): nothing copied, the counts are -1.
+            guard try run(SQLITE_CHECKPOINT_PASSIVE) else { return (Int(log), Int(copied), false) }
             if copied == log {
                 // The whole log copied: SQLite synced the file itself.
                 state.synced = copied

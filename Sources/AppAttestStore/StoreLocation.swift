@@ -6,7 +6,9 @@
 /// - `postgres://…` or `postgresql://…`: a PostgreSQL URL, as libpq spells it;
 /// - a bare path without a scheme: a SQLite file, as `sqlite:` would name it.
 ///
-/// Anything else with a scheme (`mysql://…`, `postgres:host`) is refused rather than taken for a file name.
+/// Anything else with a scheme (`mysql://…`, `postgres:host`, and so a bare name with a colon before any slash, such as
+/// `data:2026.sqlite`, which `sqlite:` or `./` makes a path) is refused rather than taken for a file name, as are
+/// `sqlite://name` (a host, not a path), spaces around the value, and control or invisible characters.
 package enum StoreLocation: Sendable, Hashable {
     case sqlite(path: String)
     case postgres(url: String)
@@ -27,11 +29,18 @@ package enum StoreLocation: Sendable, Hashable {
         guard spec.utf8.count <= Self.maximumLength else {
             throw Invalid(description: "is longer than \(Self.maximumLength) bytes")
         }
-        // A NUL would cut the path where SQLite and libpq read it as a C string; other control characters are no
-        // part of a real path or URL.
-        guard !spec.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw Invalid(description: "contains a control character")
-        }
+        // A NUL would cut the path where SQLite and libpq read it as a C string; other control characters, and the
+        // invisible ones (bidirectional overrides, line and paragraph separators), are no part of a real path or URL
+        // and would reach logs.
+        guard
+            !spec.unicodeScalars.contains(where: {
+                [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+            })
+        else { throw Invalid(description: "contains a control or invisible character") }
+        // A space before a URL would make it a file name, and the file's errors would show the URL's password.
+        guard let first = spec.unicodeScalars.first, let last = spec.unicodeScalars.last,
+            !first.properties.isWhitespace, !last.properties.isWhitespace
+        else { throw Invalid(description: "begins or ends with a space") }
         if spec.hasPrefix("postgres://") || spec.hasPrefix("postgresql://") {
             self = .postgres(url: spec)
             return
@@ -39,12 +48,20 @@ package enum StoreLocation: Sendable, Hashable {
         if spec.hasPrefix("sqlite:") {
             let path = String(spec.dropFirst("sqlite:".count))
             guard !path.isEmpty else { throw Invalid(description: "sqlite: needs a path (sqlite:PATH)") }
+            // `sqlite://name` reads as a URL whose host is `name`; as a path it would be `//name`, at the root.
+            // `sqlite:///absolute/path` is the URL spelling of an absolute path, and is one.
+            guard !path.hasPrefix("//") || path.hasPrefix("///") else {
+                throw Invalid(description: "sqlite:// names no path: write sqlite:PATH, or sqlite:///ABSOLUTE/PATH")
+            }
             self = .sqlite(path: path)
             return
         }
-        guard Self.scheme(of: spec) == nil else {
+        guard Self.scheme(of: spec) == nil, !spec.contains("://") else {
             throw Invalid(
-                description: "names a store this package does not have: give sqlite:PATH or a postgres:// URL")
+                description: """
+                    names a store this package does not have: give sqlite:PATH or a postgres:// URL (a file whose \
+                    name has a colon before any slash: sqlite:NAME or ./NAME)
+                    """)
         }
         self = .sqlite(path: spec)
     }

@@ -32,15 +32,22 @@ struct BenchStore: AsyncParsableCommand {
         switch backend {
         case "memory": store = MemoryAppAttestStore()
         case "sqlite":
-            let path =
-                database
-                ?? FileManager.default.temporaryDirectory.appendingPathComponent(
-                    "appattest-bench-\(UUID().uuidString).sqlite"
-                ).path
+            var path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "appattest-bench-\(UUID().uuidString).sqlite"
+            ).path
+            if let database {
+                guard case .sqlite(let given) = try StoreLocation(database) else {
+                    throw ValidationError("--backend sqlite needs --database sqlite:PATH")
+                }
+                path = given
+            }
             store = try SQLiteAppAttestStore(path: path)
         case "postgres":
-            guard let url = database ?? ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] else {
+            guard let spec = database ?? ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] else {
                 throw ValidationError("give --database postgres://… or set APPATTEST_POSTGRES_URL")
+            }
+            guard case .postgres(let url) = try StoreLocation(spec) else {
+                throw ValidationError("--backend postgres needs a postgres:// URL")
             }
             store = try await PostgresAppAttestStore.connect(url: url)
         default: throw ValidationError("--backend is memory, sqlite or postgres")

@@ -14,6 +14,9 @@ struct StoreLocationTests {
         let url = "postgres://app:pw@db.internal:5432/appattest?sslmode=verify-full&sslrootcert=system"
         #expect(try StoreLocation(url) == .postgres(url: url))
         #expect(try StoreLocation("postgresql://u@h/db") == .postgres(url: "postgresql://u@h/db"))
+        // The URL spelling of an absolute path, and a name with a colon made a path.
+        #expect(try StoreLocation("sqlite:///var/db.sqlite") == .sqlite(path: "///var/db.sqlite"))
+        #expect(try StoreLocation("sqlite:data:2026.sqlite") == .sqlite(path: "data:2026.sqlite"))
     }
 
     @Test("other schemes, empty values, control characters and overlong values are refused without echoing them")
@@ -22,11 +25,15 @@ struct StoreLocationTests {
             "", "sqlite:", "mysql://u@h/db", "postgres:u@h/db", "Postgres://u@h/db", "redis://h", "file:db.sqlite",
             "sqlite:/tmp/a\u{0}b", "/tmp/a\nb.sqlite", "postgres://u@h/db\u{1B}[2J",
             String(repeating: "a", count: 5000),
+            // A leading space made a URL a file name, whose errors showed the password.
+            " postgres://u:secret@h/db", "postgres://u:secret@h/db ", "sqlite: ", "sqlite://data.sqlite",
+            "data:2026.sqlite", "/tmp/\u{202E}lqs.etats", "/tmp/a\u{2028}b", "./x/postgres://u:secret@h/db",
         ] {
             let error = #expect(throws: StoreLocation.Invalid.self) { try StoreLocation(spec) }
             if let error, spec.count > 8 {
                 #expect(!error.description.contains(spec), "\(error.description)")
             }
+            #expect(error?.description.contains("secret") == false)
         }
     }
 
