@@ -44,6 +44,14 @@ package final class SQLiteCheckpointer: Sendable {
         /// The syncs of the database file this ran itself.
         var syncs = 0
         var stopped = false
+
+        /// Closes the connection and the descriptor, if open.
+        mutating func release() {
+            sqlite3_close_v2(handle)
+            handle = nil
+            if file >= 0 { close(file) }
+            file = -1
+        }
     }
 
     private let path: String
@@ -90,10 +98,7 @@ package final class SQLiteCheckpointer: Sendable {
 
     deinit {
         timer.cancel()
-        state.withLock { state in
-            _ = sqlite3_close_v2(state.handle)
-            if state.file >= 0 { close(state.file) }
-        }
+        state.withLock { $0.release() }
     }
 
     /// One checkpoint now, passive, then restarting when the log holds ``restartPages`` or more: the pages of the log,
@@ -109,22 +114,16 @@ package final class SQLiteCheckpointer: Sendable {
                 state.handle = try SQLiteAppAttestStore.openConnection(
                     path: path, busyTimeout: Self.busyTimeout, setup: "SELECT count(*) FROM sqlite_master")
             }
-            var log: Int32 = 0
-            var copied: Int32 = 0
-            func run(_ mode: Int32) throws(StoreError) -> Bool {
-                let result = sqlite3_wal_checkpoint_v2(state.handle, nil, mode, &log, &copied)
-                // BUSY: another process's checkpoint is running, or (restarting) the writer or a reader did not
-                // finish within the busy timeout; the next tick tries again.
-                guard result == SQLITE_OK || result == SQLITE_BUSY else {
-                    let message = String(cString: sqlite3_errmsg(state.handle))
-                    sqlite3_close_v2(state.handle)
-                    state.handle = nil
-                    throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(message)")
-                }
-                return result == SQLITE_OK
+            let passive: (ran: Bool, log: Int32, copied: Int32)
+            do throws(StoreError) { passive = try walCheckpoint(state.handle, SQLITE_CHECKPOINT_PASSIVE) } catch {
+                // SQLite failed on this connection: the next tick opens another.
+                sqlite3_close_v2(state.handle)
+                state.handle = nil
+                throw error
             }
-            // BUSY (another process's checkpoint holds the lock): nothing copied, the counts are -1.
-            guard try run(SQLITE_CHECKPOINT_PASSIVE) else { return (Int(log), Int(copied), false) }
+            let (log, copied) = (passive.log, passive.copied)
+            // BUSY (another process's checkpoint holds the lock): nothing copied; the next tick tries again.
+            guard passive.ran else { return (Int(log), Int(copied), false) }
             if copied == log {
                 // The whole log copied: SQLite synced the file itself.
                 state.synced = copied
@@ -156,20 +155,29 @@ package final class SQLiteCheckpointer: Sendable {
                 let handle = db.sqliteConnection
                 sqlite3_busy_timeout(handle, short)
                 defer { sqlite3_busy_timeout(handle, own) }
-                var log: Int32 = 0
-                var copied: Int32 = 0
-                let result = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied)
-                guard result == SQLITE_OK || result == SQLITE_BUSY else {
-                    throw StoreError(
-                        .unavailable, "SQLite \(path): checkpoint: \(String(cString: sqlite3_errmsg(handle)))")
-                }
-                return (result == SQLITE_OK, Int(log), Int(copied))
+                let (ran, log, copied) = try walCheckpoint(handle, SQLITE_CHECKPOINT_RESTART)
+                return (ran, Int(log), Int(copied))
             }
         } catch let error as StoreError {
             throw error
         } catch {
             throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(error)")
         }
+    }
+
+    /// One checkpoint of `mode` on `handle`: whether it ran to its end (false on BUSY: another process's checkpoint
+    /// holds the lock, or, restarting, a reader of the log did not finish within the busy timeout), the log's pages
+    /// and how many of them are in the database file (-1 each when it did not run). Any other result throws.
+    private func walCheckpoint(_ handle: OpaquePointer?, _ mode: Int32) throws(StoreError)
+        -> (ran: Bool, log: Int32, copied: Int32)
+    {
+        var log: Int32 = 0
+        var copied: Int32 = 0
+        let result = sqlite3_wal_checkpoint_v2(handle, nil, mode, &log, &copied)
+        guard result == SQLITE_OK || result == SQLITE_BUSY else {
+            throw StoreError(.unavailable, "SQLite \(path): checkpoint: \(String(cString: sqlite3_errmsg(handle)))")
+        }
+        return (result == SQLITE_OK, log, copied)
     }
 
     /// How many times a passive checkpoint synced the database file itself (tests).
@@ -189,10 +197,7 @@ package final class SQLiteCheckpointer: Sendable {
         timer.cancel()
         state.withLock { state in
             state.stopped = true
-            sqlite3_close_v2(state.handle)
-            state.handle = nil
-            if state.file >= 0 { close(state.file) }
-            state.file = -1
+            state.release()
         }
     }
 }
