@@ -124,19 +124,24 @@ struct GroupCommitTests {
         let batcher = AcceptanceBatcher(store: store)
         let running = Task { await batcher.run() }
         while !batcher.isRunning { await Task.yield() }
-        // One wave per worker, each held at the gate; a third waits in the queue.
-        async let first = Self.acceptAll(batcher, count: 10)
-        while log.sizes.withLock({ $0.count }) < 1 { try? await Task.sleep(for: .milliseconds(1)) }
-        async let second = Self.acceptAll(batcher, count: 10)
-        while log.sizes.withLock({ $0.count }) < 2 { try? await Task.sleep(for: .milliseconds(1)) }
-        async let third = Self.acceptAll(batcher, count: 20)
+        // One wave per worker, each held at the gate; one more waits in the queue.
+        var waves: [Task<[AssertionAcceptanceOutcome?], Never>] = []
+        for worker in 1...AcceptanceBatcher.maximumFlushes {
+            waves.append(Task { await Self.acceptAll(batcher, count: 10) })
+            while log.sizes.withLock({ $0.count }) < worker, !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        waves.append(Task { await Self.acceptAll(batcher, count: 20) })
         try? await Task.sleep(for: .milliseconds(20))
         running.cancel()
         open.withLock { $0 = true }
-        let answered = await first + second + third
+        var answered: [AssertionAcceptanceOutcome?] = []
+        for wave in waves { answered += await wave.value }
         await running.value
+        #expect(answered.count == 10 * AcceptanceBatcher.maximumFlushes + 20)
         #expect(answered.allSatisfy { $0 == .unknownKey })
-        #expect(log.sizes.withLock { $0 }.reduce(0, +) == 40)
+        #expect(log.sizes.withLock { $0 }.reduce(0, +) == 10 * AcceptanceBatcher.maximumFlushes + 20)
         #expect(log.cancelled.withLock { $0 } == 0, "a batch was handed to the store from a cancelled task")
     }
 }
