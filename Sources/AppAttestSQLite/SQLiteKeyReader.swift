@@ -28,7 +28,7 @@ final class SQLiteKeyReader: Sendable {
     private let path: String
     private let busyTimeout: TimeInterval
     private let state = Mutex(State())
-    /// Connections open at most: more than the reads a busy service runs at once (the key read batcher's two, the
+    /// Connections open at most: more than the reads a busy service runs at once (the key read batcher's one, the
     /// odd lookup of a key by the API). Each caches up to 8 MiB of pages of its own.
     static let defaultMaximumConnections = 4
     private let maximumConnections: Int

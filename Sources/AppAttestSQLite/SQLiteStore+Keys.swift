@@ -75,8 +75,8 @@ extension SQLiteAppAttestStore {
             // On the reader's connections, on the calling thread: a read takes microseconds, less than handing it to
             // a queue's thread and the answer back. The thread is held about as long as a signature check holds it
             // (longer only while another process holds SQLite's lock, up to the busy timeout), and the service runs
-            // few such reads at once (its `KeyReadBatcher` two, and a read for a waiter whose slot freed). When all
-            // the reader's connections are busy, or one cannot be opened, through GRDB's pool.
+            // few such reads at once (one at a time from its `KeyReadBatcher`, and the API's odd lookup of a key).
+            // When all the reader's connections are busy, or one cannot be opened, through GRDB's pool.
             if let read = try reader.keys(batch) {
                 records += read
                 continue
