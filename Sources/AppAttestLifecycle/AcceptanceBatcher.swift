@@ -11,6 +11,11 @@ import Synchronization
 /// quiet store sees batches of one, without delay. While nothing runs it, each acceptance is a transaction of its own,
 /// on the caller's task.
 ///
+/// A commit that hangs (a connection that stopped answering) does not hold every acceptance until the store's
+/// deadline: a commit that began ``defaultStallThreshold`` ago no longer counts against ``maximumFlushes``, so the next
+/// acceptance wakes another worker, which commits what is pending beside it (at most ``maximumStalledFlushes`` in
+/// flight, one per worker).
+///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
 /// loses only acceptances that were never acknowledged.
@@ -26,18 +31,31 @@ package final class AcceptanceBatcher: Sendable {
         /// The runs asked to stop: their workers leave once nothing is pending.
         var stopping: Set<Int> = []
         var lastRun = 0
+        var commits: InFlight
     }
 
     private let store: any AppAttestStore
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     package static let maximumBatch = AssertionAcceptance.maximumBatchSize
     /// Transactions in flight at once: one, committing while the next forms. A second one in flight made PostgreSQL's
     /// batches half as large (about 8 acceptances per transaction instead of 14 in `Scripts/load.sh`), at nearly twice
     /// the database's CPU per assertion (50 µs against 30) and no lower latency; SQLite's writes are serial anyway
     /// (README, “Load”).
     package static let maximumFlushes = 1
+    /// Transactions in flight at most, those that stalled included: the workers of a run.
+    package static let maximumStalledFlushes = 4
+    /// How long a commit runs before it no longer holds back the next one: far beyond a commit's usual time (a few
+    /// milliseconds, PostgreSQL's WAL flush included).
+    package static let defaultStallThreshold = Duration.milliseconds(100)
 
-    package init(store: any AppAttestStore) { self.store = store }
+    /// - Parameter stallThreshold: how long a commit runs before another may start beside it (tests shorten it).
+    package init(store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold) {
+        self.store = store
+        state = Mutex(
+            State(
+                commits: InFlight(
+                    limit: Self.maximumFlushes, stalledLimit: Self.maximumStalledFlushes, threshold: stallThreshold)))
+    }
 
     /// Whether a `run()` is running (acceptances are then batched).
     package var isRunning: Bool { state.withLock { $0.runs > $0.stopping.count } }
@@ -51,7 +69,8 @@ package final class AcceptanceBatcher: Sendable {
                     // Queued only while a run that is not stopping will take it.
                     guard state.runs > state.stopping.count else { return (false, nil) }
                     state.pending.append((acceptance, waiter))
-                    return (true, state.idle.popLast())
+                    // A worker is woken only when it may commit; otherwise the one committing takes this next.
+                    return (true, state.commits.mayBegin() ? state.idle.popLast() : nil)
                 }
                 if enqueued { worker?.resume() } else { waiter.resume(returning: nil) }
             }
@@ -84,7 +103,7 @@ package final class AcceptanceBatcher: Sendable {
         }
         let work = Task {
             await withDiscardingTaskGroup { group in
-                for _ in 0..<Self.maximumFlushes { group.addTask { await self.work(run: id) } }
+                for _ in 0..<Self.maximumStalledFlushes { group.addTask { await self.work(run: id) } }
             }
             let last = state.withLock { state in
                 state.runs -= 1
@@ -115,7 +134,7 @@ package final class AcceptanceBatcher: Sendable {
     /// when another run carries on, and once nothing is pending otherwise (nothing is queued once every run stops).
     private func work(run id: Int) async {
         enum Step {
-            case commit([(AssertionAcceptance, Waiter)])
+            case commit([(AssertionAcceptance, Waiter)], token: Int)
             case wait
             case leave
         }
@@ -123,20 +142,26 @@ package final class AcceptanceBatcher: Sendable {
             let step = state.withLock { state -> Step in
                 let stopping = state.stopping.contains(id)
                 if stopping, state.runs > state.stopping.count { return .leave }
-                let batch = take(from: &state)
-                if !batch.isEmpty { return .commit(batch) }
+                if state.commits.mayBegin() {
+                    let batch = take(from: &state)
+                    if !batch.isEmpty { return .commit(batch, token: state.commits.begin()) }
+                }
+                // What is pending and not taken here, the worker committing takes next: a stopping worker may go.
                 return stopping ? .leave : .wait
             }
             switch step {
-            case .commit(let batch):
+            case .commit(let batch, let token):
                 await commit(batch)
+                state.withLock { $0.commits.end(token) }
             case .leave:
                 return
             case .wait:
                 await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in
                     // Checked under the lock that `run`'s cancellation handler and `accept` take: no wake-up is lost.
                     let waits = state.withLock { state -> Bool in
-                        guard state.pending.isEmpty, !state.stopping.contains(id) else { return false }
+                        guard state.pending.isEmpty || !state.commits.mayBegin(), !state.stopping.contains(id) else {
+                            return false
+                        }
                         state.idle.append(worker)
                         return true
                     }

@@ -10,45 +10,58 @@ import Synchronization
 ///
 /// No caller waits behind a read that does not hold its key for longer than one read: a caller that finds a read
 /// slot free reads its own key with whatever is pending, and hands what arrives meanwhile to a task of its own.
+///
+/// A read that hangs (a connection that stopped answering) does not hold every miss until the store's deadline: a
+/// read that began ``defaultStallThreshold`` ago no longer counts against ``maximumReads``, so the next miss starts
+/// another with what is pending (at most ``maximumStalledReads`` in flight). What queued behind the hung read goes
+/// with the next miss that arrives, or when the hung read ends (the store's deadline bounds it).
 package final class KeyReadBatcher: Sendable {
     typealias Waiter = CheckedContinuation<KeyRecord?, any Error>
 
     private struct State {
         var pending: [(KeyID, Waiter)] = []
-        var reads = 0
+        var reads: InFlight
+
+        /// A read slot's token when one may be taken now.
+        mutating func takeSlot() -> Int? { reads.mayBegin() ? reads.begin() : nil }
     }
 
     private let store: any AppAttestStore
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     /// Reads in flight at once: one, while the next forms. With two, PostgreSQL's reads held about 4 keys instead of
     /// 6.5 and the server spent 80 µs more CPU per assertion with 100,000 keys (README, “Scale”).
     package static let maximumReads = 1
+    /// Reads in flight at most, those that stalled included.
+    package static let maximumStalledReads = 4
+    /// How long a read runs before it no longer holds back the next one: far beyond a read's usual time (a
+    /// millisecond or a few under load here; the p99 of a whole assertion is about 10 ms, README “Scale”).
+    package static let defaultStallThreshold = Duration.milliseconds(100)
     /// The most keys in one read.
     static let maximumBatch = 64
 
-    package init(store: any AppAttestStore) { self.store = store }
+    /// - Parameter stallThreshold: how long a read runs before another may start beside it (tests shorten it).
+    package init(store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold) {
+        self.store = store
+        state = Mutex(
+            State(
+                reads: InFlight(
+                    limit: Self.maximumReads, stalledLimit: Self.maximumStalledReads, threshold: stallThreshold)))
+    }
 
     /// The key as stored, or nil when there is none.
     package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
-        let leads = state.withLock { state -> Bool in
-            guard state.reads < Self.maximumReads else { return false }
-            state.reads += 1
-            return true
-        }
-        guard leads else {
+        let slot = state.withLock { $0.takeSlot() }
+        guard let slot else {
             do {
                 return try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                    let queued = state.withLock { state -> Bool in
+                    let freed = state.withLock { state -> Int? in
                         // A read slot freed since: take it and read, rather than wait for a read nobody will start.
                         // Taken here, under the lock, so that reads in flight never exceed the limit.
-                        guard state.reads >= Self.maximumReads else {
-                            state.reads += 1
-                            return false
-                        }
+                        if let slot = state.takeSlot() { return slot }
                         state.pending.append((keyID, waiter))
-                        return true
+                        return nil
                     }
-                    if !queued { Task { await self.readAlone(keyID, waiter) } }
+                    if let freed { Task { await self.readAlone(keyID, waiter, slot: freed) } }
                 }
             } catch let error as StoreError {
                 throw error
@@ -63,44 +76,44 @@ package final class KeyReadBatcher: Sendable {
             records = try await read([keyID] + others.map(\.0))
         } catch {
             for (_, waiter) in others { waiter.resume(throwing: error) }
-            release()
+            release(slot)
             throw error
         }
         for (id, waiter) in others { waiter.resume(returning: records[id]) }
-        release()
+        release(slot)
         return records[keyID]
     }
 
     /// A waiter whose read slot freed before it queued: it reads with the slot it took then.
-    private func readAlone(_ keyID: KeyID, _ waiter: Waiter) async {
+    private func readAlone(_ keyID: KeyID, _ waiter: Waiter, slot: Int) async {
         do {
             let records = try await read([keyID])
             waiter.resume(returning: records[keyID])
         } catch {
             waiter.resume(throwing: error)
         }
-        release()
+        release(slot)
     }
 
     /// Gives the read slot back, or keeps it for what is pending, read in a task of its own (so that the caller
     /// that held the slot returns at once).
-    private func release() {
+    private func release(_ slot: Int) {
         let more = state.withLock { state -> Bool in
             if state.pending.isEmpty {
-                state.reads -= 1
+                state.reads.end(slot)
                 return false
             }
             return true
         }
-        if more { Task { await self.drain() } }
+        if more { Task { await self.drain(slot) } }
     }
 
     /// Reads what is pending, batch after batch, then gives the slot back.
-    private func drain() async {
+    private func drain(_ slot: Int) async {
         while true {
             let batch = state.withLock { state -> [(KeyID, Waiter)] in
                 let batch = take(from: &state, room: Self.maximumBatch)
-                if batch.isEmpty { state.reads -= 1 }
+                if batch.isEmpty { state.reads.end(slot) } else { state.reads.restart(slot) }
                 return batch
             }
             if batch.isEmpty { return }

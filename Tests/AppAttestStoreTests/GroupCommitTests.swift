@@ -144,4 +144,52 @@ struct GroupCommitTests {
         #expect(log.sizes.withLock { $0 }.reduce(0, +) == 10 * AcceptanceBatcher.maximumFlushes + 20)
         #expect(log.cancelled.withLock { $0 } == 0, "a batch was handed to the store from a cancelled task")
     }
+
+    @Test(
+        "a commit that hangs does not hold the acceptances that arrive after it has stalled", .timeLimit(.minutes(1)))
+    func hungCommit() async throws {
+        struct Commits { var now = 0, most = 0, first = true }
+        let commits = Mutex(Commits())
+        let open = Mutex(false)
+        let hung = try KeyID(rawValue: [UInt8](repeating: 0xEE, count: 32))
+        // The batch with the first acceptance hangs until the gate opens (a connection that stopped answering).
+        let store = ObservedAppAttestStore(MemoryAppAttestStore()) { batch in
+            let hangs = commits.withLock { commits in
+                commits.now += 1
+                commits.most = max(commits.most, commits.now)
+                defer { commits.first = false }
+                return commits.first
+            }
+            if hangs { while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) } }
+            commits.withLock { $0.now -= 1 }
+        }
+        let batcher = AcceptanceBatcher(store: store, stallThreshold: .milliseconds(50))
+        let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
+        let first = Task {
+            try await batcher.accept(.init(keyID: hung, counter: 1, counterPolicy: .strictlyIncreasing, challenge: nil))
+        }
+        while commits.withLock({ $0.now }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // Past the threshold, the next acceptances commit beside the hung one, however long it hangs.
+        try await Task.sleep(for: .milliseconds(100))
+        let done = Mutex(false)
+        let later = Task {
+            defer { done.withLock { $0 = true } }
+            return await Self.acceptAll(batcher, count: 20)
+        }
+        // Bounded, so that a batcher that waits for the hung commit fails here instead of hanging the suite.
+        let start = ContinuousClock.now
+        while !done.withLock({ $0 }), ContinuousClock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(done.withLock { $0 }, "the acceptances waited for the hung commit")
+        #expect(commits.withLock { $0.now } == 1, "the hung commit is still in flight")
+        open.withLock { $0 = true }
+        #expect(await later.value.allSatisfy { $0 == .unknownKey })
+        #expect(try await first.value == .unknownKey)
+        // One commit beside the hung one at a time: the new ones count against the limit again.
+        #expect(commits.withLock { $0.most } == AcceptanceBatcher.maximumFlushes + 1)
+        running.cancel()
+        await running.value
+    }
 }

@@ -122,7 +122,8 @@ struct KeyCacheTests {
                     reads.withLock { $0.now -= 1 }
                 }
             })
-        let batcher = KeyReadBatcher(store: observed)
+        // No read stalls here, however slow the machine: the limit holds exactly.
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: .seconds(3_600))
         for _ in 0..<20 {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for record in records.shuffled() + records.shuffled() {
@@ -138,6 +139,47 @@ struct KeyCacheTests {
         let observedReads = reads.withLock { $0 }
         #expect(observedReads.most <= KeyReadBatcher.maximumReads)
         #expect(observedReads.now == 0)
+    }
+
+    @Test("a key read that hangs does not hold the misses that arrive after it has stalled", .timeLimit(.minutes(1)))
+    func hungRead() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<8).map { TestKeys.record(2_700 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        let open = Mutex(false)
+        let inFlight = Mutex(0)
+        // The read of the first key hangs until the gate opens (a connection that stopped answering).
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                guard let keyIDs else { return inFlight.withLock { $0 -= 1 } }
+                inFlight.withLock { $0 += 1 }
+                if keyIDs.contains(records[0].keyID) {
+                    while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+                }
+            })
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: .milliseconds(50))
+        let first = Task { try await batcher.key(records[0].keyID) }
+        while inFlight.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // Past the threshold, the next misses are read beside the hung read.
+        try await Task.sleep(for: .milliseconds(100))
+        let done = Mutex(false)
+        let later = Task {
+            defer { done.withLock { $0 = true } }
+            var read: [KeyID?] = []
+            for record in records.dropFirst() { read.append(try await batcher.key(record.keyID)?.keyID) }
+            return read
+        }
+        // Bounded, so that a batcher that waits for the hung read fails here instead of hanging the suite.
+        let start = ContinuousClock.now
+        while !done.withLock({ $0 }), ContinuousClock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(done.withLock { $0 }, "the misses waited for the hung read")
+        #expect(inFlight.withLock { $0 } == 1, "the hung read is still in flight")
+        open.withLock { $0 = true }
+        #expect(try await later.value == records.dropFirst().map(\.keyID))
+        #expect(try await first.value?.keyID == records[0].keyID)
     }
 
     /// A record for the `index`th test key.
