@@ -5,7 +5,7 @@ import Synchronization
 
 /// Group commit for assertion acceptances, while ``run()`` runs (as ``AppAttestService/run(challengePurgeInterval:logger:)``, a service of the
 /// application's lifecycle): a worker takes what is pending (at most ``maximumBatch``) into one transaction
-/// (``maximumFlushes`` at a time); the acceptances that arrive while it commits wait, and go to the store together in
+/// (``maximumFlushes`` at a time, stalled ones aside: below); the acceptances that arrive while it commits wait, and go to the store together in
 /// the next one.
 /// Under load many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a
 /// quiet store sees batches of one, without delay. While nothing runs it, each acceptance is a transaction of its own,
@@ -14,7 +14,8 @@ import Synchronization
 /// A commit that hangs (a connection that stopped answering) does not hold every acceptance until the store's
 /// deadline: a commit that began ``defaultStallThreshold`` ago no longer counts against ``maximumFlushes``, so the next
 /// acceptance wakes another worker, which commits what is pending beside it (at most ``maximumStalledFlushes`` in
-/// flight, one per worker).
+/// flight, one per worker). What queued behind the hung commit before it counted as stalled goes with the next
+/// acceptance that arrives, or when the hung commit ends (the store's deadline bounds it).
 ///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
@@ -28,7 +29,7 @@ package final class AcceptanceBatcher: Sendable {
         var idle: [CheckedContinuation<Void, Never>] = []
         /// How many `run()` calls are running.
         var runs = 0
-        /// The runs asked to stop: their workers leave once nothing is pending.
+        /// The runs asked to stop: their workers leave once nothing is pending that they may take.
         var stopping: Set<Int> = []
         var lastRun = 0
         var commits: InFlight
@@ -131,29 +132,37 @@ package final class AcceptanceBatcher: Sendable {
     }
 
     /// A worker of run `id`: commits what is pending, batch after batch, until its run stops; then it leaves at once
-    /// when another run carries on, and once nothing is pending otherwise (nothing is queued once every run stops).
+    /// when another run carries on, and otherwise once nothing is pending that it may take (what a commit in flight
+    /// holds back, that commit's worker takes next; nothing is queued once every run stops). A worker that leaves
+    /// with something pending that may be committed wakes an idle worker for it.
     private func work(run id: Int) async {
         enum Step {
             case commit([(AssertionAcceptance, Waiter)], token: Int)
             case wait
-            case leave
+            /// With the idle worker to wake when what is pending may be committed now: a worker of another run, which
+            /// no acceptance wakes while one is committing (nobody else would take what is pending).
+            case leave(handingOffTo: CheckedContinuation<Void, Never>?)
         }
         while true {
             let step = state.withLock { state -> Step in
+                func handOff() -> CheckedContinuation<Void, Never>? {
+                    state.pending.isEmpty || !state.commits.mayBegin() ? nil : state.idle.popLast()
+                }
                 let stopping = state.stopping.contains(id)
-                if stopping, state.runs > state.stopping.count { return .leave }
+                if stopping, state.runs > state.stopping.count { return .leave(handingOffTo: handOff()) }
                 if state.commits.mayBegin() {
                     let batch = take(from: &state)
                     if !batch.isEmpty { return .commit(batch, token: state.commits.begin()) }
                 }
                 // What is pending and not taken here, the worker committing takes next: a stopping worker may go.
-                return stopping ? .leave : .wait
+                return stopping ? .leave(handingOffTo: handOff()) : .wait
             }
             switch step {
             case .commit(let batch, let token):
                 await commit(batch)
                 state.withLock { $0.commits.end(token) }
-            case .leave:
+            case .leave(let next):
+                next?.resume()
                 return
             case .wait:
                 await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in

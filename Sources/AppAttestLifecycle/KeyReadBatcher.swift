@@ -14,7 +14,9 @@ import Synchronization
 /// A read that hangs (a connection that stopped answering) does not hold every miss until the store's deadline: a
 /// read that began ``defaultStallThreshold`` ago no longer counts against ``maximumReads``, so the next miss starts
 /// another with what is pending (at most ``maximumStalledReads`` in flight). What queued behind the hung read goes
-/// with the next miss that arrives, or when the hung read ends (the store's deadline bounds it).
+/// with the next miss that arrives, or when the hung read ends (the store's deadline bounds it). Not on a store whose
+/// reads hold the calling thread (SQLite's: `KeyReadsHoldTheCallingThread`), where a second read
+/// would only hold a second thread.
 package final class KeyReadBatcher: Sendable {
     typealias Waiter = CheckedContinuation<KeyRecord?, any Error>
 
@@ -31,7 +33,7 @@ package final class KeyReadBatcher: Sendable {
     /// Reads in flight at once: one, while the next forms. With two, PostgreSQL's reads held about 4 keys instead of
     /// 6.5 and the server spent 80 µs more CPU per assertion with 100,000 keys (README, “Scale”).
     package static let maximumReads = 1
-    /// Reads in flight at most, those that stalled included.
+    /// Reads in flight at most, those that stalled included (one on a store whose reads hold the calling thread).
     package static let maximumStalledReads = 4
     /// How long a read runs before it no longer holds back the next one: far beyond a read's usual time (a
     /// millisecond or a few under load here; the p99 of a whole assertion is about 10 ms, README “Scale”).
@@ -45,8 +47,14 @@ package final class KeyReadBatcher: Sendable {
         state = Mutex(
             State(
                 reads: InFlight(
-                    limit: Self.maximumReads, stalledLimit: Self.maximumStalledReads, threshold: stallThreshold)))
+                    limit: Self.maximumReads,
+                    stalledLimit: store is any KeyReadsHoldTheCallingThread
+                        ? Self.maximumReads : Self.maximumStalledReads,
+                    threshold: stallThreshold)))
     }
+
+    /// Reads in flight at most with this store, those that stalled included.
+    package var maximumInFlight: Int { state.withLock { $0.reads.stalledLimit } }
 
     /// The key as stored, or nil when there is none.
     package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {

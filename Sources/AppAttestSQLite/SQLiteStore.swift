@@ -228,4 +228,6 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         return records
     }
 }
+
+extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread {}
 #endif  // SQLite

@@ -128,3 +128,9 @@ extension AppAttestStore {
     /// Nothing to release (the in-memory store, and stores that release everything when deallocated).
     public func close() async {}
 }
+
+/// A store whose key reads run on the calling thread (SQLite's reader, `keys(withIDs:)`): a read that waits (on a lock
+/// another process holds, on a disk that does not answer) holds that thread, so a read started beside it would hold
+/// another thread without helping. The service's key read batcher starts none beside a read that stalls on such a
+/// store.
+package protocol KeyReadsHoldTheCallingThread: AppAttestStore {}

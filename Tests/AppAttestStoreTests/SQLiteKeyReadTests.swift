@@ -1,5 +1,6 @@
 #if SQLite
 import AppAttest
+import AppAttestLifecycle
 import AppAttestSQLite
 import AppAttestStore
 import Foundation
@@ -261,6 +262,14 @@ struct SQLiteKeyReadTests {
                 (error as? StoreError)?.kind == .unavailable
             }
         }
+    }
+
+    @Test("the service's key reads start none beside a stalled one here: a SQLite read holds the calling thread")
+    func noReadBesideAStalledOne() async throws {
+        try await Self.withStore { store, _ in
+            #expect(KeyReadBatcher(store: store).maximumInFlight == 1)
+        }
+        #expect(KeyReadBatcher(store: MemoryAppAttestStore()).maximumInFlight == KeyReadBatcher.maximumStalledReads)
     }
 }
 #endif  // SQLite
