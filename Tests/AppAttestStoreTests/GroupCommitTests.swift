@@ -146,6 +146,52 @@ struct GroupCommitTests {
         #expect(log.cancelled.withLock { $0 } == 0, "a batch was handed to the store from a cancelled task")
     }
 
+    @Test("two runs, one stopped while its worker commits: what queued meanwhile goes to the other's workers")
+    func overlappingRuns() async throws {
+        let held = Mutex(true)
+        let batches = Mutex(0)
+        // The first batch waits at the gate; the others go through.
+        let store = ObservedAppAttestStore(MemoryAppAttestStore()) { _ in
+            let first = batches.withLock { count in
+                count += 1
+                return count == 1
+            }
+            if first { while held.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) } }
+        }
+        // No commit counts as stalled: only the hand-off can move what is queued.
+        let batcher = AcceptanceBatcher(store: store, stallThreshold: .seconds(3_600))
+        let first = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
+        let keyID = try KeyID(rawValue: [UInt8](repeating: 0xAB, count: 32))
+        let acceptance = AssertionAcceptance(
+            keyID: keyID, counter: 1, counterPolicy: .strictlyIncreasing, challenge: nil)
+        // The first run's worker takes this one and waits at the gate.
+        let waiting = Task { try await batcher.accept(acceptance) }
+        while batches.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // A second run starts (its workers idle), the first is asked to stop, and more acceptances queue meanwhile.
+        let second = Task { await batcher.run() }
+        try await Task.sleep(for: .milliseconds(50))
+        first.cancel()
+        let done = Mutex(false)
+        let queued = Task {
+            defer { done.withLock { $0 = true } }
+            return await Self.acceptAll(batcher, count: 8)
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        // The first run's worker commits and leaves: the second run's workers must take what is queued.
+        held.withLock { $0 = false }
+        #expect(try await waiting.value == .unknownKey)
+        let start = ContinuousClock.now
+        while !done.withLock({ $0 }), ContinuousClock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(done.withLock { $0 }, "the queued acceptances were left to nobody")
+        second.cancel()
+        await first.value
+        await second.value
+        #expect(await queued.value.allSatisfy { $0 == .unknownKey })
+    }
+
     @Test(
         "a commit that hangs does not hold the acceptances that arrive after it has stalled", .timeLimit(.minutes(1)))
     func hungCommit() async throws {
