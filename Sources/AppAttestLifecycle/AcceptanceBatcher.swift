@@ -5,8 +5,8 @@ import Synchronization
 
 /// Group commit for assertion acceptances, while ``run()`` runs (as ``AppAttestService/run(challengePurgeInterval:logger:)``, a service of the
 /// application's lifecycle): a worker takes what is pending (at most ``maximumBatch``) into one transaction
-/// (``maximumFlushes`` at a time, stalled ones aside: below); the acceptances that arrive while it commits wait, and go to the store together in
-/// the next one.
+/// (``maximumFlushes`` at a time, stalled ones aside: below); the acceptances that arrive while it commits wait, and
+/// go to the store together in the next one.
 /// Under load many assertions share a commit (one WAL flush for PostgreSQL, one write transaction for SQLite); a
 /// quiet store sees batches of one, without delay. While nothing runs it, each acceptance is a transaction of its own,
 /// on the caller's task.

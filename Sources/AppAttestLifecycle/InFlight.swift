@@ -17,9 +17,6 @@ struct InFlight {
         self.threshold = threshold
     }
 
-    /// How many are in flight, stalled ones included.
-    var count: Int { started.count }
-
     /// Whether another may begin now.
     func mayBegin() -> Bool {
         if started.count < limit { return true }

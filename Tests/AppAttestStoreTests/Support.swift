@@ -14,6 +14,22 @@ import AppAttestPostgres
 import AppAttestSQLite
 #endif
 
+/// Runs `body` in a task of its own and waits at most `limit` for it: whether it finished by then, and the task, to
+/// await once whatever holds it is released. A batcher that keeps a request waiting fails the test here, instead of
+/// hanging the suite.
+func finishes<T: Sendable>(within limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws
+    -> (Bool, Task<T, any Error>)
+{
+    let done = Mutex(false)
+    let task = Task {
+        defer { done.withLock { $0 = true } }
+        return try await body()
+    }
+    let start = ContinuousClock.now
+    while !done.withLock({ $0 }), ContinuousClock.now - start < limit { try await Task.sleep(for: .milliseconds(5)) }
+    return (done.withLock { $0 }, task)
+}
+
 /// The backends every contract test runs against. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` starts a
 /// server and sets it); without it the PostgreSQL cases are disabled locally, and fail under CI.
 enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
