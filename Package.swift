@@ -207,7 +207,7 @@ let package = Package(
         .target(
             name: "AppAttestSQLite",
             dependencies: [
-                "AppAttestStore", "AppAttestSQLSupport", "AppAttest",
+                "AppAttestStore", "AppAttestSQLSupport", "AppAttest", .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
                 .product(name: "GRDBSQLite", package: "GRDB.swift", condition: sqlite),
             ],

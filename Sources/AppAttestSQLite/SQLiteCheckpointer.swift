@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import GRDB
 import GRDBSQLite
+package import Logging
 import Synchronization
 
 /// Copies the write-ahead log back into the database file in the background, on a connection and a thread of its own,
@@ -34,6 +35,10 @@ import Synchronization
 /// waiting (README, “Scale”). So after a passive checkpoint that copied pages, this syncs the database file itself
 /// (`fdatasync` on a descriptor of its own, on its own thread), and the restart's sync finds little left to write.
 /// It adds no durability and takes none away: SQLite's own syncs stay where they were.
+///
+/// A checkpoint that fails (the file unreadable, the disk full) or a sync that fails is logged at `warning`: the first
+/// of a run of failures, then once a minute while they last, and a `notice` when checkpoints succeed again. Until
+/// then the log's file grows by every page written.
 package final class SQLiteCheckpointer: Sendable {
     private struct State {
         var handle: OpaquePointer?
@@ -43,6 +48,13 @@ package final class SQLiteCheckpointer: Sendable {
         var synced: Int32 = 0
         /// The syncs of the database file this ran itself.
         var syncs = 0
+        /// The background checkpoints that failed since the last one that succeeded, and in all.
+        var failing = 0
+        var failures = 0
+        /// The syncs of the database file that failed since the last one that succeeded, and the last failure's
+        /// description until a background checkpoint reports it.
+        var syncFailing = 0
+        var syncFailure: String?
         var stopped = false
 
         /// Closes the connection and the descriptor, if open.
@@ -74,26 +86,76 @@ package final class SQLiteCheckpointer: Sendable {
     /// checkpoint waits for readers for ``busyTimeout`` only, then gives the connection its own back).
     private let writer: DatabasePool
     private let writerBusyTimeout: TimeInterval
+    private let logger: Logger
+    /// Background checkpoints between two warnings while they keep failing: a minute's worth.
+    static let failuresBetweenWarnings = 240
 
     /// - Parameters:
     ///   - writer: the store's pool, whose writer runs the restarting checkpoint; `writerBusyTimeout` its busy timeout.
     ///   - interval: the time between checkpoints; nil for none but those ``checkpoint()`` runs (tests).
     ///   - restartPages: the log's size from which a checkpoint restarts it (tests make it small).
+    ///   - logger: where failed checkpoints and syncs are reported.
     init(
         path: String, writer: DatabasePool, writerBusyTimeout: TimeInterval,
         interval: DispatchTimeInterval? = SQLiteCheckpointer.interval,
-        restartPages: Int = SQLiteCheckpointer.restartPages
+        restartPages: Int = SQLiteCheckpointer.restartPages, logger: Logger
     ) {
         self.path = path
         self.writer = writer
         self.writerBusyTimeout = writerBusyTimeout
         self.restartPages = restartPages
+        self.logger = logger
         timer = DispatchSource.makeTimerSource(queue: queue)
         if let interval {
             timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
-            timer.setEventHandler { [weak self] in _ = try? self?.checkpoint() }
+            timer.setEventHandler { [weak self] in self?.backgroundCheckpoint() }
         }
         timer.activate()
+    }
+
+    /// The timer's checkpoint: runs ``checkpoint()`` and reports what failed (the type's documentation says when).
+    package func backgroundCheckpoint() {
+        // A tick that races `stop()` has nothing to report.
+        guard !state.withLock({ $0.stopped }) else { return }
+        let failure: StoreError?
+        do {
+            try checkpoint()
+            failure = nil
+        } catch {
+            failure = error
+        }
+        enum Report {
+            case failed(count: Int), resumed(after: Int)
+        }
+        let (report, syncFailure) = state.withLock { state -> (Report?, (String, Int)?) in
+            // The first of a run of failed syncs, and one a minute while they last.
+            let sync = state.syncFailure.flatMap {
+                state.syncFailing % Self.failuresBetweenWarnings == 1 ? ($0, state.syncFailing) : nil
+            }
+            state.syncFailure = nil
+            guard failure != nil else {
+                defer { state.failing = 0 }
+                return (state.failing > 0 ? .resumed(after: state.failing) : nil, sync)
+            }
+            state.failing += 1
+            state.failures += 1
+            return (state.failing % Self.failuresBetweenWarnings == 1 ? .failed(count: state.failing) : nil, sync)
+        }
+        if let (error, count) = syncFailure {
+            logger.warning(
+                "SQLite: syncing the checkpointed database file failed; SQLite syncs it again when it restarts the log",
+                metadata: ["path": "\(path)", "error": "\(error)", "failures": "\(count)"])
+        }
+        switch report {
+        case .failed(let count):
+            logger.warning(
+                "SQLite: the background checkpoint failed; the log's file grows until one succeeds",
+                metadata: ["path": "\(path)", "error": "\(failure?.description ?? "")", "failures": "\(count)"])
+        case .resumed(let count):
+            logger.notice(
+                "SQLite: background checkpoints succeed again", metadata: ["path": "\(path)", "failed": "\(count)"])
+        case nil: break
+        }
     }
 
     deinit {
@@ -129,11 +191,15 @@ package final class SQLiteCheckpointer: Sendable {
                 state.synced = copied
             } else if copied > 0, copied != state.synced {
                 if state.file < 0 { state.file = open(path, O_RDONLY | O_CLOEXEC) }
-                // A failure is SQLite's to report: its own sync of the file, at the restart or when the log is
-                // wholly copied, is the one that counts.
+                // A failure is reported (``backgroundCheckpoint()``) but fails nothing: SQLite's own sync of the
+                // file, at the restart or when the log is wholly copied, is the one that counts.
                 if state.file >= 0, Self.sync(state.file) {
                     state.synced = copied
                     state.syncs += 1
+                    state.syncFailing = 0
+                } else {
+                    state.syncFailing += 1
+                    state.syncFailure = "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
                 }
             }
             guard Int(log) >= restartPages else { return (Int(log), Int(copied), false) }
@@ -182,6 +248,9 @@ package final class SQLiteCheckpointer: Sendable {
 
     /// How many times a passive checkpoint synced the database file itself (tests).
     package var databaseSyncs: Int { state.withLock { $0.syncs } }
+
+    /// How many background checkpoints failed (tests).
+    package var failedCheckpoints: Int { state.withLock { $0.failures } }
 
     /// Writes the file's data back to the disk: true when the kernel says it did.
     private static func sync(_ file: Int32) -> Bool {

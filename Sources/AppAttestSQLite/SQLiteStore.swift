@@ -4,6 +4,7 @@ public import AppAttestStore
 import AppAttestSQLSupport
 public import Foundation
 import GRDB
+public import Logging
 
 /// The embedded default store: one SQLite file, in WAL mode, with the schema created and migrated on open.
 ///
@@ -21,10 +22,18 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     public let path: String
 
     /// Opens (creating if needed) the database at `path` and migrates its schema.
-    /// - Parameter busyTimeout: how long a write waits for another process's lock.
-    public convenience init(path: String, busyTimeout: TimeInterval = 10) throws(StoreError) {
+    /// - Parameters:
+    ///   - busyTimeout: how long a write waits for another process's lock.
+    ///   - logger: where the store reports what fails in the background: a checkpoint of its log, which it copies
+    ///     back into the database file every 250 ms (AppAttestLifecycle's “Running the verification service”).
+    ///     Nothing by default.
+    public convenience init(
+        path: String, busyTimeout: TimeInterval = 10,
+        logger: Logger = Logger(label: "AppAttestSQLite", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(StoreError) {
         try self.init(
-            path: path, busyTimeout: busyTimeout, keyReadConnections: SQLiteKeyReader.defaultMaximumConnections)
+            path: path, busyTimeout: busyTimeout, keyReadConnections: SQLiteKeyReader.defaultMaximumConnections,
+            logger: logger)
     }
 
     /// - Parameters:
@@ -32,9 +41,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     ///     GRDB's pool).
     ///   - checkpoints: whether the log is checkpointed in the background (tests run them by hand).
     ///   - checkpointRestartPages: the log's size from which a checkpoint restarts it (tests make it small).
+    ///   - logger: where failed background checkpoints are reported.
     package init(
         path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true,
-        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages
+        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages,
+        logger: Logger = Logger(label: "AppAttestSQLite", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(StoreError) {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
@@ -72,7 +83,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         reader = SQLiteKeyReader(path: absolute, busyTimeout: busyTimeout, maximumConnections: keyReadConnections)
         checkpointer = SQLiteCheckpointer(
             path: absolute, writer: pool, writerBusyTimeout: busyTimeout,
-            interval: checkpoints ? SQLiteCheckpointer.interval : nil, restartPages: checkpointRestartPages)
+            interval: checkpoints ? SQLiteCheckpointer.interval : nil, restartPages: checkpointRestartPages,
+            logger: logger)
     }
 
     /// Each connection's page cache, in KiB.

@@ -99,7 +99,7 @@ public final class AppAttestServer: Sendable {
                     operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
                 postgresClient = client
             case .sqlite(let path):
-                store = try SQLiteAppAttestStore(path: path)
+                store = try SQLiteAppAttestStore(path: path, logger: logger)
             }
         }
         var service: AppAttestService?

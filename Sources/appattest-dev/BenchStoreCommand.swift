@@ -29,17 +29,23 @@ struct BenchStore: AsyncParsableCommand {
             throw ValidationError("need 1 ≤ clients ≤ 1024 and clients ≤ assertions ≤ 1,000,000")
         }
         let store: any AppAttestStore
+        // A temporary SQLite file of the bench's own, removed (with its log) when the bench ends.
+        var temporary: String?
         switch backend {
         case "memory": store = MemoryAppAttestStore()
         case "sqlite":
-            var path = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "appattest-bench-\(UUID().uuidString).sqlite"
-            ).path
+            let path: String
             if let database {
                 guard case .sqlite(let given) = try StoreLocation(database) else {
                     throw ValidationError("--backend sqlite needs --database sqlite:PATH")
                 }
                 path = given
+            } else {
+                path =
+                    FileManager.default.temporaryDirectory.appendingPathComponent(
+                        "appattest-bench-\(UUID().uuidString).sqlite"
+                    ).path
+                temporary = path
             }
             store = try SQLiteAppAttestStore(path: path)
         case "postgres":
@@ -53,6 +59,11 @@ struct BenchStore: AsyncParsableCommand {
         default: throw ValidationError("--backend is memory, sqlite or postgres")
         }
         defer { (store as? PostgresAppAttestStore)?.shutdown() }
+        defer {
+            if let temporary {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temporary + suffix) }
+            }
+        }
         let authority = try TestCertificateAuthority(name: "Bench")
         let appID = try AppID("BENCH12345.com.example.bench")
         let service = AppAttestService(
@@ -95,6 +106,7 @@ struct BenchStore: AsyncParsableCommand {
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             results.append((clientCount, Double(accepted) / seconds))
         }
+        if temporary != nil { await store.close() }
         if json {
             let fields = results.map { "\"clients\(String($0.0))\":\(Int($0.1.rounded()))" }.joined(separator: ",")
             print("{\"backend\":\"\(backend)\",\"assertions\":\(assertions),\(fields)}")

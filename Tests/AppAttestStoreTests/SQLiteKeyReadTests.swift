@@ -6,6 +6,7 @@ import AppAttestStore
 import Foundation
 import GRDB
 import GRDBSQLite
+import Logging
 import Synchronization
 import Testing
 
@@ -16,6 +17,7 @@ struct SQLiteKeyReadTests {
     /// A store whose key reads go through the reader's connections (4, the default) or all through GRDB's pool (0).
     private static func withStore(
         connections: Int = 4, checkpoints: Bool = true, restartPages: Int = SQLiteCheckpointer.restartPages,
+        logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
         _ body: (SQLiteAppAttestStore, String) async throws -> Void
     ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keyreads-\(UUID())")
@@ -24,7 +26,7 @@ struct SQLiteKeyReadTests {
         let path = directory.appendingPathComponent("store.sqlite").path
         let store = try SQLiteAppAttestStore(
             path: path, busyTimeout: 10, keyReadConnections: connections, checkpoints: checkpoints,
-            checkpointRestartPages: restartPages)
+            checkpointRestartPages: restartPages, logger: logger)
         try await body(store, path)
         await store.close()
     }
@@ -199,6 +201,31 @@ struct SQLiteKeyReadTests {
             let whole = try store.checkpointer.checkpoint()
             #expect(whole.checkpointedPages == whole.logPages)
             #expect(store.checkpointer.databaseSyncs == before + 1)
+        }
+    }
+
+    /// A background checkpoint that fails leaves the log growing: it used to be discarded without a word. The database
+    /// file is moved away, so that the checkpointer's connection, opened by path at its first checkpoint, cannot open.
+    @Test("a failing background checkpoint is logged once per run of failures, and its recovery too")
+    func failedCheckpointsAreReported() async throws {
+        let records = LogRecords()
+        try await Self.withStore(checkpoints: false, logger: records.logger) { store, path in
+            _ = try await store.insertKey(TestKeys.record(4_000), maximumKeysPerUser: nil)
+            try FileManager.default.moveItem(atPath: path, toPath: path + ".away")
+            for _ in 0..<3 { store.checkpointer.backgroundCheckpoint() }
+            #expect(store.checkpointer.failedCheckpoints == 3)
+            let warnings = records.messages(at: .warning)
+            #expect(warnings.count == 1, "\(warnings)")
+            #expect(warnings.first?.contains("background checkpoint failed") == true)
+            try FileManager.default.moveItem(atPath: path + ".away", toPath: path)
+            store.checkpointer.backgroundCheckpoint()
+            #expect(store.checkpointer.failedCheckpoints == 3)
+            #expect(records.messages(at: .notice).contains { $0.contains("succeed again") })
+            // A tick that races the store's closing is no failure to report.
+            await store.close()
+            store.checkpointer.backgroundCheckpoint()
+            #expect(records.messages(at: .warning).count == 1)
+            #expect(store.checkpointer.failedCheckpoints == 3)
         }
     }
 

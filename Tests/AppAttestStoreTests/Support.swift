@@ -4,6 +4,7 @@ import AppAttestStore
 import AppAttestTesting
 import Crypto
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -28,6 +29,36 @@ func finishes<T: Sendable>(within limit: Duration, _ body: @escaping @Sendable (
     let start = ContinuousClock.now
     while !done.withLock({ $0 }), ContinuousClock.now - start < limit { try await Task.sleep(for: .milliseconds(5)) }
     return (done.withLock { $0 }, task)
+}
+
+/// What a component logged, by level: a logger whose handler records every message (with its metadata's values).
+final class LogRecords: Sendable {
+    private let records = Mutex<[(Logger.Level, String)]>([])
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(records: self) }
+    }
+
+    func messages(at level: Logger.Level) -> [String] {
+        records.withLock { $0.filter { $0.0 == level }.map(\.1) }
+    }
+
+    private struct Handler: LogHandler {
+        let records: LogRecords
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let values = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            let line = ([event.message.description] + values).joined(separator: " ")
+            records.records.withLock { $0.append((event.level, line)) }
+        }
+    }
 }
 
 /// The backends every contract test runs against. PostgreSQL needs `APPATTEST_POSTGRES_URL` (`.ci/run` starts a
