@@ -90,6 +90,9 @@ package final class SQLiteCheckpointer: Sendable {
     /// Background checkpoints between two warnings while they keep failing: a minute's worth.
     static let failuresBetweenWarnings = 240
 
+    /// Whether the `count`th failure in a row is reported: the first of a run, and one a minute while they last.
+    private static func reports(_ count: Int) -> Bool { count % failuresBetweenWarnings == 1 }
+
     /// - Parameters:
     ///   - writer: the store's pool, whose writer runs the restarting checkpoint; `writerBusyTimeout` its busy timeout.
     ///   - interval: the time between checkpoints; nil for none but those ``checkpoint()`` runs (tests).
@@ -128,10 +131,7 @@ package final class SQLiteCheckpointer: Sendable {
             case failed(count: Int), resumed(after: Int)
         }
         let (report, syncFailure) = state.withLock { state -> (Report?, (String, Int)?) in
-            // The first of a run of failed syncs, and one a minute while they last.
-            let sync = state.syncFailure.flatMap {
-                state.syncFailing % Self.failuresBetweenWarnings == 1 ? ($0, state.syncFailing) : nil
-            }
+            let sync = state.syncFailure.flatMap { Self.reports(state.syncFailing) ? ($0, state.syncFailing) : nil }
             state.syncFailure = nil
             guard failure != nil else {
                 defer { state.failing = 0 }
@@ -139,7 +139,7 @@ package final class SQLiteCheckpointer: Sendable {
             }
             state.failing += 1
             state.failures += 1
-            return (state.failing % Self.failuresBetweenWarnings == 1 ? .failed(count: state.failing) : nil, sync)
+            return (Self.reports(state.failing) ? .failed(count: state.failing) : nil, sync)
         }
         if let (error, count) = syncFailure {
             logger.warning(

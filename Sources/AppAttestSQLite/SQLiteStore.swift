@@ -44,8 +44,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     ///   - logger: where failed background checkpoints are reported.
     package init(
         path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true,
-        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages,
-        logger: Logger = Logger(label: "AppAttestSQLite", factory: { _ in SwiftLogNoOpLogHandler() })
+        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages, logger: Logger
     ) throws(StoreError) {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
