@@ -5,7 +5,8 @@
 # TLS is on too (plain connections still work): a throwaway CA signs a certificate for localhost and 127.0.0.1;
 # the CA is written beside the data folder as postgres-ca.crt (export it as APPATTEST_POSTGRES_CA for the TLS tests).
 set -euo pipefail
-port="${APPATTEST_POSTGRES_PORT:-55432}"
+# Below the ephemeral ports (32768–60999), which any earlier outgoing connection may hold.
+port="${APPATTEST_POSTGRES_PORT:-25432}"
 data="${APPATTEST_POSTGRES_DATA:-/tmp/appattest-postgres}"
 bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
 [ -n "$bin" ] || { echo "PostgreSQL is not installed (apt-get install postgresql)" >&2; exit 1; }

@@ -133,9 +133,11 @@ bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
 stream=/usr/lib/nginx/modules/ngx_stream_module.so
 [ -f "$stream" ] || { echo "failover: needs nginx's stream module (apt-get install libnginx-mod-stream)" >&2; exit 1; }
 as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-P1=55441
-P2=55442
-PROXY=55440
+# Below Linux's range of ephemeral ports (32768–60999): a port in it can be the local end of any connection made
+# earlier in the run (the instances' to PostgreSQL, nginx's to the instances), and binding it then fails.
+P1=25441
+P2=25442
+PROXY=25440
 chmod a+x "$WORK"
 mkdir -p "$WORK/primary" "$WORK/standby"
 if [ "$(id -u)" -eq 0 ]; then chown postgres "$WORK/primary" "$WORK/standby"; fi

@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import GRDB
 import GRDBSQLite
-package import Logging
+import Logging
 import Synchronization
 
 /// Copies the write-ahead log back into the database file in the background, on a connection and a thread of its own,

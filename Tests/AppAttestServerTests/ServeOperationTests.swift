@@ -217,7 +217,7 @@ struct ServeOperationTests {
     func lowFileLimit() async throws {
         let directory = try F.directory()
         let configuration = try F.configuration(directory: directory)
-        let port = Int.random(in: 40001...60000)
+        let port = Int.random(in: 20001...24999)  // below the ephemeral ports (32768–60999)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "ulimit -S -n 256 && exec \"$0\" serve", Self.appattest.path]
