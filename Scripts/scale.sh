@@ -5,14 +5,19 @@
 #   Scripts/scale.sh [--million]     needs wrk and PostgreSQL (APPATTEST_POSTGRES_URL, or .ci/postgres.sh starts one)
 # Environment: APPATTEST_BINARY / APPATTEST_DEV_BINARY (as Scripts/load.sh), DURATION (15s), CONNECTIONS (32),
 # SIZES (keys per run, "1000 100000"; --million adds 1000000), CACHE (keyCacheSize, 10000), ASSERTIONS (prepared per
-# run, spread over every key, 300000), DATABASES ("sqlite postgres"), REGISTER (seed: the keys are inserted into the
-# fresh store as registration stores them, `appattest-dev load prepare --seed`, before the server starts; serve: each
-# device attests through the server, about 700 a second here, 25 minutes for a million).
-# For each size and database: a fresh database, the keys registered, a /ping run, the assertion run, `load check`
-# (every accepted counter stored), another /ping run. One line per run:
-#   RESULT keys=N db=D rps=R ratio=X p50=… p99=… rss_mib=M
+# size, spread over every key, 300000), DATABASES ("sqlite postgres"), ROUNDS (3), RECEIPT_BYTES (each seeded key's
+# receipt, 3800: the size of a real one, which makes a key's row about a page), REGISTER (seed: the keys are inserted
+# as registration stores them, `appattest-dev load prepare --seed`, once per size and database, and every run starts
+# from a copy; serve: each run's devices attest through its server, about 700 a second here, 25 minutes for a
+# million, with the simulator's placeholder receipts).
+# Each round runs every size and database in turn (so that the machine's drift falls on each alike): a fresh
+# database, the server, a /ping run, the assertion run, `load check` (every accepted counter stored), another /ping
+# run. One line per run:
+#   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
-# the run. The script exits 1 when a counter is lost.
+# the run. Then per database and size the medians over the rounds, as multiples of the smallest size's:
+#   MEDIAN db=D keys=N rounds=K ratio=X p99=… (A x and B x the 1000-key run)
+# The script exits 1 when a counter is lost or an assertion refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
@@ -23,6 +28,8 @@ CACHE="${CACHE:-10000}"
 ASSERTIONS="${ASSERTIONS:-300000}"
 DATABASES="${DATABASES:-sqlite postgres}"
 REGISTER="${REGISTER:-seed}"
+ROUNDS="${ROUNDS:-3}"
+RECEIPT_BYTES="${RECEIPT_BYTES:-3800}"
 case "$REGISTER" in seed | serve) ;; *) echo "REGISTER is seed or serve" >&2; exit 2 ;; esac
 if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
@@ -38,63 +45,134 @@ wrk_run() { # MODE FILE: prints the RESULT line
 }
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
 
-for size in $SIZES; do
-    for db in $DATABASES; do
-        if [ "$db" = sqlite ]; then
-            database="sqlite:$WORK/scale-$size.sqlite"
-        else
-            # A schema of its own for each run: a fresh table of keys.
-            psql_url="$APPATTEST_POSTGRES_URL"
-            database="$psql_url"
-            psql "$psql_url" -qc "DROP TABLE IF EXISTS app_attest_keys, app_attest_challenges, app_attest_schema, \
-                app_attest_key_events, app_attest_token_buckets CASCADE" >/dev/null
-        fi
-        # Enough assertions for a run at any rate seen here (about 10,000 a second at most), spread over every key.
-        per=$(( (ASSERTIONS + size - 1) / size ))
-        if [ "$REGISTER" = seed ]; then
-            # The keys inserted as registration stores them, before the server opens the store.
-            $D load prepare --dir "$WORK" --seed "$database" --app-id $APP --devices "$size" \
-                --assertions "$per" --runs 1 >"$WORK/prepare.log"
-            grep -v '^wrote' "$WORK/prepare.log" || true
-            # The seeded file on disk before the run, as a running service's is: not the kernel's writeback of it.
-            sync
-        fi
-        APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="scale:$TOKEN" \
-            APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
-            APPATTEST_KEY_CACHE_SIZE="$CACHE" APPATTEST_MAX_KEYS_PER_USER=0 \
-            $A serve --database "$database" --port $PORT >"$WORK/serve-$db-$size.log" 2>&1 &
-        SERVER=$!
-        pids+=("$SERVER")
-        for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
-        if [ "$REGISTER" = serve ]; then
-            $D load prepare --dir "$WORK" --url "$URL" --token "$TOKEN" --app-id $APP --devices "$size" \
-                --assertions "$per" --runs 1 >"$WORK/prepare.log"
-            grep -v '^wrote' "$WORK/prepare.log" || true
-        fi
+# A database on the PostgreSQL server of APPATTEST_POSTGRES_URL, by name, as a URL (the URL's query kept).
+pg_url() { # NAME
+    local base="${APPATTEST_POSTGRES_URL%%\?*}" query=""
+    case "$APPATTEST_POSTGRES_URL" in *\?*) query="?${APPATTEST_POSTGRES_URL#*\?}" ;; esac
+    echo "${base%/*}/$1$query"
+}
+psql_admin() { PGOPTIONS="-c client_min_messages=warning" psql "$APPATTEST_POSTGRES_URL" -qtAc "$1" >/dev/null; }
+drop_databases() {
+    for size in $SIZES; do psql_admin "DROP DATABASE IF EXISTS appattest_scale_seed_$size WITH (FORCE)"; done
+    psql_admin "DROP DATABASE IF EXISTS appattest_scale_run WITH (FORCE)"
+}
+case " $DATABASES " in *" postgres "*) stop_at_exit+=(drop_databases) ;; esac
+
+# Each size's devices: with REGISTER=seed, prepared once, their keys inserted into one seed per database and their
+# assertions written once (run-SIZE.txt); every run starts from a copy of its seed.
+if [ "$REGISTER" = seed ]; then
+    for size in $SIZES; do
+        seeds=()
+        for db in $DATABASES; do
+            if [ "$db" = sqlite ]; then
+                seeds+=(--seed "sqlite:$WORK/seed-$size.sqlite")
+            else
+                psql_admin "DROP DATABASE IF EXISTS appattest_scale_seed_$size WITH (FORCE)"
+                psql_admin "CREATE DATABASE appattest_scale_seed_$size"
+                seeds+=(--seed "$(pg_url "appattest_scale_seed_$size")")
+            fi
+        done
+        $D load prepare --dir "$WORK" "${seeds[@]}" --receipt-bytes "$RECEIPT_BYTES" --app-id $APP \
+            --devices "$size" --assertions $(( (ASSERTIONS + size - 1) / size )) --runs 1 >"$WORK/prepare.log"
+        sed "s/^/keys=$size: /" "$WORK/prepare.log" | grep -v ': wrote' || true
         # At most ASSERTIONS requests in the file (a million keys prepare one each, a million lines): wrk's Lua holds
         # every line, and with a million its collector paused the client for tens of milliseconds (p99 49 ms against
         # nginx answering at once, 4 ms with 300,000 lines), which showed as the server's p99. The first lines are as
         # many distinct keys, spread over the whole table (keyIds are hashes): every request still misses the cache.
-        head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-1.head"
-        mv "$WORK/run-1.head" "$WORK/run-1.txt"
-        before="$(wrk_run ping - | rps)"
-        result="$(wrk_run assert "$WORK/run-1.txt")"
-        lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
-        after="$(wrk_run ping - | rps)"
-        rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
-        ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.2f", 2 * a / (b + c) }')"
-        p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
-        p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
-        echo "RESULT keys=$size db=$db rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss (/ping $before, $after)"
-        echo "$lost"
-        [ "$lost" = "LOST counter updates: 0" ] || FAILED=1
-        # A refused assertion is cheap: a run whose requests were refused would show a rate that means nothing.
-        refused="$(echo "$result" | sed -n 's/.* non2xx=\([0-9]*\).*/\1/p')"
-        if [ "$refused" != 0 ]; then echo "refused assertions: ${refused:-unknown}"; FAILED=1; fi
-        kill -TERM "$SERVER"
-        wait "$SERVER" || true
-        SERVER=""
-        rm -f "$WORK"/run-1.txt "$WORK"/scale-*.sqlite*
+        head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
+        rm -f "$WORK/run-1.txt"
+    done
+    # The seeded files on disk before the runs, as a running service's are: not the kernel's writeback of them.
+    sync
+fi
+
+# One run: a fresh database (a copy of the seed, or empty for REGISTER=serve), the server, a /ping run, the assertion
+# run, `load check`, another /ping run, and its RESULT line.
+run() { # SIZE DB ROUND
+    local size="$1" db="$2" round="$3" database
+    if [ "$db" = sqlite ]; then
+        database="sqlite:$WORK/run.sqlite"
+        rm -f "$WORK"/run.sqlite*
+        if [ "$REGISTER" = seed ]; then
+            cp "$WORK/seed-$size.sqlite" "$WORK/run.sqlite"
+            if [ -f "$WORK/seed-$size.sqlite-wal" ]; then cp "$WORK/seed-$size.sqlite-wal" "$WORK/run.sqlite-wal"; fi
+            sync
+        fi
+    else
+        database="$(pg_url appattest_scale_run)"
+        psql_admin "DROP DATABASE IF EXISTS appattest_scale_run WITH (FORCE)"
+        if [ "$REGISTER" = seed ]; then
+            # Copied file by file (not through the log): seconds for a million keys.
+            psql_admin "CREATE DATABASE appattest_scale_run TEMPLATE appattest_scale_seed_$size STRATEGY FILE_COPY"
+        else
+            psql_admin "CREATE DATABASE appattest_scale_run"
+        fi
+    fi
+    APPATTEST_APPS="$APP" APPATTEST_TESTING_ROOT="$WORK/root.pem" APPATTEST_TOKENS="scale:$TOKEN" \
+        APPATTEST_RATE_LIMIT=off APPATTEST_LOG_LEVEL=warning APPATTEST_ATTESTATIONS_PER_SECOND=0 \
+        APPATTEST_KEY_CACHE_SIZE="$CACHE" APPATTEST_MAX_KEYS_PER_USER=0 \
+        $A serve --database "$database" --port $PORT >"$WORK/serve-$db-$size-$round.log" 2>&1 &
+    SERVER=$!
+    pids+=("$SERVER")
+    for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+    if [ "$REGISTER" = serve ]; then
+        $D load prepare --dir "$WORK" --url "$URL" --token "$TOKEN" --app-id $APP --devices "$size" \
+            --assertions $(( (ASSERTIONS + size - 1) / size )) --runs 1 >"$WORK/prepare.log"
+        grep -v '^wrote' "$WORK/prepare.log" || true
+        head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
+    fi
+    local before result lost after rss ratio p50 p99 refused
+    before="$(wrk_run ping - | rps)"
+    result="$(wrk_run assert "$WORK/run-$size.txt")"
+    lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
+    after="$(wrk_run ping - | rps)"
+    rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
+    ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.3f", 2 * a / (b + c) }')"
+    p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
+    p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
+    echo "RESULT keys=$size db=$db round=$round rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss (/ping $before, $after)" \
+        | tee -a "$WORK/results"
+    echo "$lost"
+    [ "$lost" = "LOST counter updates: 0" ] || FAILED=1
+    # A refused assertion is cheap: a run whose requests were refused would show a rate that means nothing.
+    refused="$(echo "$result" | sed -n 's/.* non2xx=\([0-9]*\).*/\1/p')"
+    if [ "$refused" != 0 ]; then echo "refused assertions: ${refused:-unknown}"; FAILED=1; fi
+    kill -TERM "$SERVER"
+    wait "$SERVER" || true
+    SERVER=""
+    if [ "$REGISTER" = serve ]; then rm -f "$WORK/run-$size.txt"; fi
+}
+
+# Round by round, every size in turn, so that the machine's drift (10–25 % within minutes) falls on every size alike.
+for round in $(seq "$ROUNDS"); do
+    for size in $SIZES; do
+        for db in $DATABASES; do run "$size" "$db" "$round"; done
     done
 done
+
+# Per database and size, the median of the rounds' ratios and p99s, and each as a multiple of the smallest size's.
+awk -v first="${SIZES%% *}" '
+    /^RESULT/ {
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0
+        if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
+        if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
+    }
+    function median(a, k, count,    i, j, t, x) {
+        for (i = 1; i <= count; i++) x[i] = a[k, i]
+        for (i = 2; i <= count; i++) for (j = i; j > 1 && x[j - 1] > x[j]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+        return count % 2 ? x[(count + 1) / 2] : (x[count / 2] + x[count / 2 + 1]) / 2
+    }
+    END {
+        for (i = 1; i <= d; i++) for (j = 1; j <= s; j++) {
+            k = dbs[i] " " sizes[j]; if (!n[k]) continue
+            mr = median(r, k, n[k]); mp = median(p, k, n[k])
+            base = dbs[i] " " first
+            line = sprintf("MEDIAN db=%s keys=%s rounds=%d ratio=%.3f p99=%.2fms", dbs[i], sizes[j], n[k], mr, mp)
+            if (sizes[j] != first && n[base]) {
+                line = line sprintf(" (%.3f x and %.2f x the %s-key run)", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
+            }
+            print line
+        }
+    }' "$WORK/results"
 exit $FAILED

@@ -37,9 +37,18 @@ struct LoadCommand: AsyncParsableCommand {
             help: """
                 A store (sqlite:PATH or a postgres:// URL) to insert the devices' keys into directly, as registration \
                 would store them, instead of or besides registering them on a server: for fleets too large to \
-                register one attestation at a time (Scripts/scale.sh). Run it before the server opens the store.
+                register one attestation at a time (Scripts/scale.sh). Repeatable: every store gets the same keys. \
+                Run it before the server opens the store.
                 """)
-        var seed: String?
+        var seed: [String] = []
+        @Option(
+            name: .customLong("receipt-bytes"),
+            help: """
+                With --seed: store a receipt of N random bytes with each key instead of the simulator's placeholder \
+                (36 bytes), so that the rows are the size a real fleet's are (an Apple receipt is 3.6–4.0 KB); at \
+                most 65536.
+                """)
+        var receiptBytes: Int?
         @Option(help: "The caller's bearer token for the servers of --url (not needed with --seed alone).")
         var token: String?
         @Option(name: .customLong("app-id")) var appID: String
@@ -53,12 +62,22 @@ struct LoadCommand: AsyncParsableCommand {
         var grouped: Int = 0
 
         func run() async throws {
-            guard seed != nil || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
+            guard !seed.isEmpty || !urls.isEmpty else { throw ValidationError("give --url or --seed") }
             guard urls.isEmpty || token != nil else { throw ValidationError("--url needs --token") }
+            if let receiptBytes {
+                guard !seed.isEmpty else { throw ValidationError("--receipt-bytes needs --seed") }
+                guard (1...65536).contains(receiptBytes) else {
+                    throw ValidationError("--receipt-bytes must be within 1 and 65536")
+                }
+            }
             let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
-            if let seed { try await Self.seed(devices, into: seed) }
+            // One random receipt for every key: incompressible, as a real one's signatures and certificates are.
+            let receipt = receiptBytes.map { count in (0..<count).map { _ in UInt8.random(in: 0...255) } }
+            for seed in seed {
+                try await Self.seed(devices, into: seed, receipt: receipt ?? SimulatedDevice.placeholderReceipt)
+            }
             for url in urls {
                 let start = Date()
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -130,10 +149,10 @@ struct LoadCommand: AsyncParsableCommand {
         }
 
         /// Inserts each device's key as `appattest serve` stores it after the device's attestation: its point, App ID
-        /// and environment, counter 0, no user, and the attestation's receipt (the simulator's placeholder: these
-        /// devices have no receipt authority). Through the store's own `insertKey`, so the rows and the key's
+        /// and environment, counter 0, no user, and `receipt` (the simulator's placeholder, as these devices have no
+        /// receipt authority, or bytes of a real receipt's size, `--receipt-bytes`). Through the store's own `insertKey`, so the rows and the key's
         /// `attested` event are the store's; only the attestation's verification and HTTP round trips are skipped.
-        static func seed(_ devices: [SimulatedDevice], into spec: String) async throws {
+        static func seed(_ devices: [SimulatedDevice], into spec: String, receipt: [UInt8]) async throws {
             let store: any AppAttestStore
             switch try StoreLocation(spec) {
             case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
@@ -150,7 +169,7 @@ struct LoadCommand: AsyncParsableCommand {
                                 key: AttestedKey(
                                     publicKey: try AttestedPublicKey(x963Representation: device.publicKey),
                                     appID: device.appID, environment: device.environment, counter: 0),
-                                userID: nil, receipt: SimulatedDevice.placeholderReceipt, riskMetric: nil,
+                                userID: nil, receipt: receipt, riskMetric: nil,
                                 createdAt: now, receiptUpdatedAt: now, revokedAt: nil)
                             guard case .inserted = try await store.insertKey(record, maximumKeysPerUser: nil) else {
                                 throw InputError(description: "key \(index) is stored already")
