@@ -31,6 +31,7 @@ REGISTER="${REGISTER:-seed}"
 ROUNDS="${ROUNDS:-3}"
 RECEIPT_BYTES="${RECEIPT_BYTES:-3800}"
 case "$REGISTER" in seed | serve) ;; *) echo "REGISTER is seed or serve" >&2; exit 2 ;; esac
+case "$ROUNDS" in "" | *[!0-9]* | 0) echo "ROUNDS is a whole number from 1" >&2; exit 2 ;; esac
 if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
 APP=SCALETEST1.com.example.scale
