@@ -17,7 +17,8 @@
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
 # the run. Then per database and size the medians over the rounds, as multiples of the smallest size's:
 #   MEDIAN db=D keys=N rounds=K ratio=X p99=… (A x and B x the 1000-key run)
-# The script exits 1 when a counter is lost or an assertion refused.
+# The script exits 1 when a counter is lost or an assertion refused. On PostgreSQL it creates and drops databases
+# (appattest_scale_seed_N, appattest_scale_run) beside the one of APPATTEST_POSTGRES_URL: its user needs CREATEDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
@@ -31,7 +32,7 @@ REGISTER="${REGISTER:-seed}"
 ROUNDS="${ROUNDS:-3}"
 RECEIPT_BYTES="${RECEIPT_BYTES:-3800}"
 case "$REGISTER" in seed | serve) ;; *) echo "REGISTER is seed or serve" >&2; exit 2 ;; esac
-case "$ROUNDS" in "" | *[!0-9]* | 0) echo "ROUNDS is a whole number from 1" >&2; exit 2 ;; esac
+case "$ROUNDS" in "" | *[!0-9]* | 0*) echo "ROUNDS is a whole number from 1" >&2; exit 2 ;; esac
 if [ "${1:-}" = --million ]; then SIZES="$SIZES 1000000"; fi
 THREADS=2
 APP=SCALETEST1.com.example.scale
@@ -50,9 +51,13 @@ rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
 pg_url() { # NAME
     local base="${APPATTEST_POSTGRES_URL%%\?*}" query=""
     case "$APPATTEST_POSTGRES_URL" in *\?*) query="?${APPATTEST_POSTGRES_URL#*\?}" ;; esac
-    echo "${base%/*}/$1$query"
+    # postgres://host:port/database, or postgres://host:port without one.
+    case "${base#*://}" in */*) base="${base%/*}" ;; esac
+    echo "$base/$1$query"
 }
-psql_admin() { PGOPTIONS="-c client_min_messages=warning" psql "$APPATTEST_POSTGRES_URL" -qtAc "$1" >/dev/null; }
+psql_admin() { # SQL [URL]
+    PGOPTIONS="-c client_min_messages=warning" psql -X "${2:-$APPATTEST_POSTGRES_URL}" -qtAc "$1" >/dev/null
+}
 drop_databases() {
     for size in $SIZES; do psql_admin "DROP DATABASE IF EXISTS appattest_scale_seed_$size WITH (FORCE)"; done
     psql_admin "DROP DATABASE IF EXISTS appattest_scale_run WITH (FORCE)"
@@ -82,6 +87,11 @@ if [ "$REGISTER" = seed ]; then
         # many distinct keys, spread over the whole table (keyIds are hashes): every request still misses the cache.
         head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
         rm -f "$WORK/run-1.txt"
+        # Each copy as a long-running database would be: hint bits set, statistics taken, nothing left for autovacuum
+        # to start on in the middle of a run.
+        case " $DATABASES " in
+        *" postgres "*) psql_admin "VACUUM (FREEZE, ANALYZE)" "$(pg_url "appattest_scale_seed_$size")" ;;
+        esac
     done
     # The seeded files on disk before the runs, as a running service's are: not the kernel's writeback of them.
     sync
@@ -140,6 +150,10 @@ run() { # SIZE DB ROUND
     if [ "$refused" != 0 ]; then echo "refused assertions: ${refused:-unknown}"; FAILED=1; fi
     kill -TERM "$SERVER"
     wait "$SERVER" || true
+    # Gone: not killed again at exit (its pid may be another process's by then).
+    local pid kept=()
+    for pid in "${pids[@]}"; do [ "$pid" = "$SERVER" ] || kept+=("$pid"); done
+    pids=("${kept[@]}")
     SERVER=""
     if [ "$REGISTER" = serve ]; then rm -f "$WORK/run-$size.txt"; fi
 }
@@ -151,13 +165,15 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-# Per database and size, the median of the rounds' ratios and p99s, and each as a multiple of the smallest size's.
-awk -v first="${SIZES%% *}" '
+# Per database and size, the median of the rounds' ratios and p99s (of two rounds, their mean), and each as a multiple
+# of the smallest size's.
+awk '
     /^RESULT/ {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0
         if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
         if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
+        if (first == "" || v["keys"] + 0 < first + 0) first = v["keys"]
     }
     function median(a, k, count,    i, j, t, x) {
         for (i = 1; i <= count; i++) x[i] = a[k, i]
@@ -170,7 +186,7 @@ awk -v first="${SIZES%% *}" '
             mr = median(r, k, n[k]); mp = median(p, k, n[k])
             base = dbs[i] " " first
             line = sprintf("MEDIAN db=%s keys=%s rounds=%d ratio=%.3f p99=%.2fms", dbs[i], sizes[j], n[k], mr, mp)
-            if (sizes[j] != first && n[base]) {
+            if (sizes[j] != first && n[base] && median(r, base, n[base]) > 0 && median(p, base, n[base]) > 0) {
                 line = line sprintf(" (%.3f x and %.2f x the %s-key run)", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
             }
             print line

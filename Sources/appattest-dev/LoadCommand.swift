@@ -70,13 +70,19 @@ struct LoadCommand: AsyncParsableCommand {
                     throw ValidationError("--receipt-bytes must be within 1 and 65536")
                 }
             }
+            // Every store checked before any is seeded: a mistake in the last must not leave the first half-done.
+            var locations: [StoreLocation] = []
+            for spec in seed {
+                do { locations.append(try StoreLocation(spec)) } catch { throw ValidationError("--seed \(error)") }
+            }
+            guard Set(locations).count == locations.count else { throw ValidationError("a --seed is given twice") }
             let authority = try SimulateCommand.authority(dir)
             let app = try AppID(appID)
             let devices = try (0..<devices).map { _ in try SimulatedDevice(authority: authority, appID: app) }
             // One random receipt for every key: incompressible, as a real one's signatures and certificates are.
             let receipt = receiptBytes.map { count in (0..<count).map { _ in UInt8.random(in: 0...255) } }
-            for seed in seed {
-                try await Self.seed(devices, into: seed, receipt: receipt ?? SimulatedDevice.placeholderReceipt)
+            for location in locations {
+                try await Self.seed(devices, into: location, receipt: receipt ?? SimulatedDevice.placeholderReceipt)
             }
             for url in urls {
                 let start = Date()
@@ -152,9 +158,9 @@ struct LoadCommand: AsyncParsableCommand {
         /// and environment, counter 0, no user, and `receipt` (the simulator's placeholder, as these devices have no
         /// receipt authority, or bytes of a real receipt's size, `--receipt-bytes`). Through the store's own `insertKey`, so the rows and the key's
         /// `attested` event are the store's; only the attestation's verification and HTTP round trips are skipped.
-        static func seed(_ devices: [SimulatedDevice], into spec: String, receipt: [UInt8]) async throws {
+        static func seed(_ devices: [SimulatedDevice], into location: StoreLocation, receipt: [UInt8]) async throws {
             let store: any AppAttestStore
-            switch try StoreLocation(spec) {
+            switch location {
             case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
             case .postgres(let url): store = try await PostgresAppAttestStore.connect(url: url)
             }
