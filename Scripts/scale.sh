@@ -113,7 +113,7 @@ run() { # SIZE DB ROUND
         database="$(pg_url appattest_scale_run)"
         psql_admin "DROP DATABASE IF EXISTS appattest_scale_run WITH (FORCE)"
         if [ "$REGISTER" = seed ]; then
-            # Copied file by file (not through the log): seconds for a million keys.
+            # Copied file by file, not written again through the log.
             psql_admin "CREATE DATABASE appattest_scale_run TEMPLATE appattest_scale_seed_$size STRATEGY FILE_COPY"
         else
             psql_admin "CREATE DATABASE appattest_scale_run"
