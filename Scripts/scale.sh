@@ -64,6 +64,22 @@ drop_databases() {
 }
 case " $DATABASES " in *" postgres "*) stop_at_exit+=(drop_databases) ;; esac
 
+# `appattest-dev load prepare` for SIZE devices (the rest of its arguments: where they are registered), its summary
+# printed, and their assertions written to run-SIZE.txt.
+prepare() { # SIZE ARGUMENTS…
+    local size="$1"
+    shift
+    $D load prepare --dir "$WORK" "$@" --app-id $APP --devices "$size" \
+        --assertions $(( (ASSERTIONS + size - 1) / size )) --runs 1 >"$WORK/prepare.log"
+    sed "s/^/keys=$size: /" "$WORK/prepare.log" | grep -v ': wrote' || true
+    # At most ASSERTIONS requests in the file (a million keys prepare one each, a million lines): wrk's Lua holds
+    # every line, and with a million its collector paused the client for tens of milliseconds (p99 49 ms against
+    # nginx answering at once, 4 ms with 300,000 lines), which showed as the server's p99. The first lines are as
+    # many distinct keys, spread over the whole table (keyIds are hashes): every request still misses the cache.
+    head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
+    rm -f "$WORK/run-1.txt"
+}
+
 # Each size's devices: with REGISTER=seed, prepared once, their keys inserted into one seed per database and their
 # assertions written once (run-SIZE.txt); every run starts from a copy of its seed.
 if [ "$REGISTER" = seed ]; then
@@ -78,15 +94,7 @@ if [ "$REGISTER" = seed ]; then
                 seeds+=(--seed "$(pg_url "appattest_scale_seed_$size")")
             fi
         done
-        $D load prepare --dir "$WORK" "${seeds[@]}" --receipt-bytes "$RECEIPT_BYTES" --app-id $APP \
-            --devices "$size" --assertions $(( (ASSERTIONS + size - 1) / size )) --runs 1 >"$WORK/prepare.log"
-        sed "s/^/keys=$size: /" "$WORK/prepare.log" | grep -v ': wrote' || true
-        # At most ASSERTIONS requests in the file (a million keys prepare one each, a million lines): wrk's Lua holds
-        # every line, and with a million its collector paused the client for tens of milliseconds (p99 49 ms against
-        # nginx answering at once, 4 ms with 300,000 lines), which showed as the server's p99. The first lines are as
-        # many distinct keys, spread over the whole table (keyIds are hashes): every request still misses the cache.
-        head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
-        rm -f "$WORK/run-1.txt"
+        prepare "$size" "${seeds[@]}" --receipt-bytes "$RECEIPT_BYTES"
         # Each copy as a long-running database would be: hint bits set, statistics taken, nothing left for autovacuum
         # to start on in the middle of a run.
         case " $DATABASES " in
@@ -126,12 +134,7 @@ run() { # SIZE DB ROUND
     SERVER=$!
     pids+=("$SERVER")
     for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
-    if [ "$REGISTER" = serve ]; then
-        $D load prepare --dir "$WORK" --url "$URL" --token "$TOKEN" --app-id $APP --devices "$size" \
-            --assertions $(( (ASSERTIONS + size - 1) / size )) --runs 1 >"$WORK/prepare.log"
-        grep -v '^wrote' "$WORK/prepare.log" || true
-        head -n "$ASSERTIONS" "$WORK/run-1.txt" >"$WORK/run-$size.txt"
-    fi
+    if [ "$REGISTER" = serve ]; then prepare "$size" --url "$URL" --token "$TOKEN"; fi
     local before result lost after rss ratio p50 p99 refused
     before="$(wrk_run ping - | rps)"
     result="$(wrk_run assert "$WORK/run-$size.txt")"
@@ -155,7 +158,6 @@ run() { # SIZE DB ROUND
     for pid in "${pids[@]}"; do [ "$pid" = "$SERVER" ] || kept+=("$pid"); done
     pids=("${kept[@]}")
     SERVER=""
-    if [ "$REGISTER" = serve ]; then rm -f "$WORK/run-$size.txt"; fi
 }
 
 # Round by round, every size in turn, so that the machine's drift (10–25 % within minutes) falls on every size alike.

@@ -156,8 +156,9 @@ struct LoadCommand: AsyncParsableCommand {
 
         /// Inserts each device's key as `appattest serve` stores it after the device's attestation: its point, App ID
         /// and environment, counter 0, no user, and `receipt` (the simulator's placeholder, as these devices have no
-        /// receipt authority, or bytes of a real receipt's size, `--receipt-bytes`). Through the store's own `insertKey`, so the rows and the key's
-        /// `attested` event are the store's; only the attestation's verification and HTTP round trips are skipped.
+        /// receipt authority, or bytes of a real receipt's size, `--receipt-bytes`). Through the store's own
+        /// `insertKey`, so the rows and the key's `attested` event are the store's; only the attestation's verification
+        /// and HTTP round trips are skipped.
         static func seed(_ devices: [SimulatedDevice], into location: StoreLocation, receipt: [UInt8]) async throws {
             let store: any AppAttestStore
             switch location {
