@@ -3,7 +3,7 @@ package import AppAttestStore
 import Foundation
 import Synchronization
 
-/// Keys as last read (parsed once, at the store boundary), for at most ``AppAttestService/KeyCacheLimits/maximumAge``
+/// Keys as last read (parsed once, at the store boundary; their receipts left out), for at most ``AppAttestService/KeyCacheLimits/maximumAge``
 /// seconds (so that a receipt refreshed or a key revoked by another process shows within that time; this process's
 /// own changes show at once) and at most ``AppAttestService/KeyCacheLimits/capacity`` entries, the least recently used
 /// evicted first. Only an optimisation: the store's atomic update is the authority on counters and revocation.
@@ -12,8 +12,8 @@ import Synchronization
 /// insertion (the least recently used), never empties itself, so a fleet far larger than the cache costs every
 /// request the same.
 package final class KeyCache: Sendable {
-    /// A key as read: its record (whose counter is the one read) and when it was read. Shared by reference, so that
-    /// a lookup copies one reference, not the record's fields.
+    /// A key as read: its record (whose counter is the one read, without its receipt) and when it was read. Shared by
+    /// reference, so that a lookup copies one reference, not the record's fields.
     package final class Key: Sendable {
         let record: KeyRecord
         let fetchedAt: TimeInterval
@@ -106,9 +106,12 @@ package final class KeyCache: Sendable {
         }
     }
 
-    /// Caches a key as just read or attested; a full cache evicts its least recently used entry.
+    /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
+    /// most of a record's bytes); a full cache evicts its least recently used entry.
     @discardableResult
     package func insert(_ record: KeyRecord) -> Entry {
+        var record = record
+        record.receipt = []
         let entry = Entry(key: Key(record: record, fetchedAt: Self.uptime), counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.

@@ -3,7 +3,8 @@ package import AppAttestStore
 import Synchronization
 
 /// Coalesces the key reads of concurrent cache misses: while ``maximumReads`` reads are in flight, the keys that miss
-/// wait and are read together in the next one (``AppAttestStore/keys(withIDs:)``: one statement for all of them). A
+/// wait and are read together in the next one (``AppAttestStore/keys(withIDs:)``: one statement for all of them,
+/// without the receipts on a store that reads them apart, `KeyReadsWithoutReceipts`). A
 /// fleet much larger than the key cache misses on nearly every request; batched, a miss costs a share of one read's
 /// round trip and thread hand-offs instead of all of them (README, “Scale”). A quiet service reads one key at a time,
 /// without delay.
@@ -144,7 +145,14 @@ package final class KeyReadBatcher: Sendable {
         var unique: [KeyID] = []
         var seen = Set<KeyID>()
         for keyID in keyIDs where seen.insert(keyID).inserted { unique.append(keyID) }
-        let records = try await store.keys(withIDs: unique)
+        // Without receipts where the store can (KeyReadsWithoutReceipts): the assertion path uses none, and a real
+        // one is most of a key's bytes.
+        let records =
+            if let store = store as? any KeyReadsWithoutReceipts {
+                try await store.keysWithoutReceipts(withIDs: unique)
+            } else {
+                try await store.keys(withIDs: unique)
+            }
         var byID: [KeyID: KeyRecord] = [:]
         for record in records where seen.contains(record.keyID) { byID[record.keyID] = record }
         return byID

@@ -33,9 +33,9 @@ extension AppAttestService {
     ///
     /// A cached key saves the store's read and the key's parsing on the next assertion; the store stays the
     /// authority on counters and revocations, so the age bounds only how late this process sees a revocation or a
-    /// receipt made by another one (its own show at once). A full cache evicts its least recently used key, one per
-    /// new key, in constant time. Each entry holds the key's record (its receipt included: about 1 KiB plus the
-    /// receipt, which is up to about 4 KiB for a real device) and its parsed public key.
+    /// receipt's risk metric made by another one (its own show at once). A full cache evicts its least recently used
+    /// key, one per new key, in constant time. Each entry holds the key's record without its receipt and its parsed
+    /// public key: about 1 KiB.
     public struct KeyCacheLimits: Sendable, Hashable {
         /// The most keys kept (0 turns the cache off).
         public var capacity: Int

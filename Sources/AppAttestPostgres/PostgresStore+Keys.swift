@@ -84,28 +84,39 @@ extension PostgresAppAttestStore {
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        guard !keyIDs.isEmpty else { return [] }
-        let statement = KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) })
+        try await keys(KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) }))
+    }
+
+    package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        try await keys(KeysWithoutReceiptsByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) }))
+    }
+
+    private func keys(_ statement: some KeysByIDStatement) async throws(StoreError) -> [KeyRecord] {
+        guard !statement.keyIDs.isEmpty else { return [] }
         let rows = try await perform { connection, logger -> [KeyRow] in
             try await Session(connection: connection, logger: logger).execute(statement)
         }
         return try Self.records(rows)
     }
 
-    /// The keys with these ids, in one prepared statement: a cache miss's read, alone or with others'.
-    struct KeysByID: PostgresPreparedStatement {
+    /// The keys with these ids, in one prepared statement.
+    struct KeysByID: KeysByIDStatement {
         static let name = "app_attest_keys_by_id_v1"
         static let sql = "SELECT \(keyColumns) FROM app_attest_keys WHERE key_id = ANY($1::bytea[])"
-        typealias Row = KeyRow
         let keyIDs: [ByteBuffer]
+    }
 
-        func makeBindings() throws -> PostgresBindings {
-            var binds = PostgresBindings(capacity: 1)
-            binds.append(keyIDs)
-            return binds
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> KeyRow { try row.decode(KeyRow.self) }
+    /// The keys with these ids, each with an empty receipt, in one prepared statement: a cache miss's read, alone or
+    /// with others'. A real receipt is stored out of line (TOAST): left there, a read is one index lookup and one heap
+    /// page per key.
+    struct KeysWithoutReceiptsByID: KeysByIDStatement {
+        static let name = "app_attest_keys_without_receipts_by_id_v1"
+        static let sql = """
+            SELECT key_id, user_id, app_id, environment, public_key, counter, ''::bytea, risk_metric, created_at,
+                receipt_updated_at, revoked_at
+            FROM app_attest_keys WHERE key_id = ANY($1::bytea[])
+            """
+        let keyIDs: [ByteBuffer]
     }
 
     public func keys(forUser userID: String) async throws(StoreError) -> [KeyRecord] {
@@ -149,5 +160,22 @@ extension PostgresAppAttestStore {
                 """, logger: logger)
         }
     }
+}
+
+extension PostgresAppAttestStore: KeyReadsWithoutReceipts {}
+
+/// A read of keys by their ids, with their receipts or without.
+protocol KeysByIDStatement: PostgresPreparedStatement where Row == PostgresAppAttestStore.KeyRow {
+    var keyIDs: [ByteBuffer] { get }
+}
+
+extension KeysByIDStatement {
+    func makeBindings() throws -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(keyIDs)
+        return binds
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 #endif  // PostgreSQL

@@ -32,7 +32,7 @@ final class SQLiteKeyReader: Sendable {
     /// odd lookup of a key by the API). Each caches up to 8 MiB of pages of its own.
     static let defaultMaximumConnections = 4
     private let maximumConnections: Int
-    /// The most keyIds one read binds: a prepared statement for each count up to it, on each connection.
+    /// The most keyIds one read binds: prepared statements for each count up to it, on each connection.
     static let maximumKeys = 64
 
     /// - Parameter path: the database file's absolute path.
@@ -42,9 +42,9 @@ final class SQLiteKeyReader: Sendable {
         self.maximumConnections = maximumConnections
     }
 
-    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order; nil when
-    /// every connection is busy.
-    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord]? {
+    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order, with their
+    /// receipts or each with an empty one; nil when every connection is busy.
+    func keys(_ keyIDs: [KeyID], receipts: Bool) throws(StoreError) -> [KeyRecord]? {
         enum Take {
             case idle(Connection), new, busy, closed
         }
@@ -68,7 +68,7 @@ final class SQLiteKeyReader: Sendable {
             }
         }
         do {
-            let records = try connection.keys(keyIDs)
+            let records = try connection.keys(keyIDs, receipts: receipts)
             giveBack(connection)
             return records
         } catch let error where error.kind == .corrupted {
@@ -107,11 +107,12 @@ final class SQLiteKeyReader: Sendable {
     }
 }
 
-/// One read-only connection and its prepared statements, one per batch size. Used by one thread at a time: the
+/// One read-only connection and its prepared statements, two per batch size (with receipts and without). Used by one thread at a time: the
 /// reader hands it out from its idle list and takes it back, so `@unchecked Sendable` holds.
 private final class Connection: @unchecked Sendable {
     private let handle: OpaquePointer
     private let path: String
+    /// By batch size; negative for the statements without receipts.
     private var statements: [Int: OpaquePointer] = [:]
 
     init(path: String, busyTimeout: TimeInterval) throws(StoreError) {
@@ -131,20 +132,21 @@ private final class Connection: @unchecked Sendable {
         StoreError(.unavailable, "SQLite \(path): \(what): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
-    /// The statement that reads `count` keys, prepared at its first use.
-    private func statement(_ count: Int) throws(StoreError) -> OpaquePointer {
-        if let statement = statements[count] { return statement }
-        let sql = SQLiteAppAttestStore.selectKeys(count: count)
+    /// The statement that reads `count` keys, with their receipts or without, prepared at its first use.
+    private func statement(_ count: Int, receipts: Bool) throws(StoreError) -> OpaquePointer {
+        let slot = receipts ? count : -count
+        if let statement = statements[slot] { return statement }
+        let sql = SQLiteAppAttestStore.selectKeys(count: count, receipts: receipts)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
             let statement
         else { throw failure("prepare") }
-        statements[count] = statement
+        statements[slot] = statement
         return statement
     }
 
-    func keys(_ keyIDs: [KeyID]) throws(StoreError) -> [KeyRecord] {
-        let statement = try statement(keyIDs.count)
+    func keys(_ keyIDs: [KeyID], receipts: Bool) throws(StoreError) -> [KeyRecord] {
+        let statement = try statement(keyIDs.count, receipts: receipts)
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)

@@ -69,6 +69,14 @@ extension SQLiteAppAttestStore {
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        try await keys(keyIDs, receipts: true)
+    }
+
+    package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        try await keys(keyIDs, receipts: false)
+    }
+
+    private func keys(_ keyIDs: [KeyID], receipts: Bool) async throws(StoreError) -> [KeyRecord] {
         var records: [KeyRecord] = []
         for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
             let batch = Array(keyIDs[start..<min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)])
@@ -77,12 +85,13 @@ extension SQLiteAppAttestStore {
             // (longer only while another process holds SQLite's lock, up to the busy timeout), and the service runs
             // few such reads at once (one at a time from its `KeyReadBatcher`, and the API's odd lookup of a key).
             // When all the reader's connections are busy, or one cannot be opened, through GRDB's pool.
-            if let read = try reader.keys(batch) {
+            if let read = try reader.keys(batch, receipts: receipts) {
                 records += read
                 continue
             }
             let arguments = StatementArguments(batch.map { Data($0.rawValue) })
-            records += try await read { db in try Self.fetchKeys(db, Self.selectKeys(count: batch.count), arguments) }
+            let sql = Self.selectKeys(count: batch.count, receipts: receipts)
+            records += try await read { db in try Self.fetchKeys(db, sql, arguments) }
         }
         return records
     }

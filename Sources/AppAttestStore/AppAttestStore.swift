@@ -134,3 +134,13 @@ extension AppAttestStore {
 /// another thread without helping. The service's key read batcher starts none beside a read that stalls on such a
 /// store.
 package protocol KeyReadsHoldTheCallingThread: AppAttestStore {}
+
+/// A store that reads keys without their receipts: the service's assertion path, which never uses a receipt, reads
+/// its keys this way. A real receipt is 3.6–4.0 KB, most of a key's bytes, and a fleet far larger than the key cache
+/// reads a key for nearly every assertion (README, “Scale”): SQLite reads the other columns from an index that holds
+/// them (never the row and its receipt), PostgreSQL leaves the receipt where it stores it out of line.
+package protocol KeyReadsWithoutReceipts: AppAttestStore {
+    /// The stored keys among `keyIDs`, as ``AppAttestStore/keys(withIDs:)`` reads them but each with an empty
+    /// ``KeyRecord/receipt``.
+    func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord]
+}

@@ -61,6 +61,41 @@ struct KeyCacheTests {
     }
 
     @Test(
+        "an assertion's record leaves the receipt out, read or cached; the store and key(_:) keep it",
+        arguments: Backend.available)
+    func receiptsLeftOut(backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let stored = try #require(try await harness.store.key(device.keyID))
+        #expect(!stored.receipt.isEmpty)
+        let clientData = Array("first".utf8)
+        // From the cache the registration filled, then, on another service, from the store's read of a miss.
+        let cold = AppAttestService(verifier: harness.service.verifier, store: harness.store)
+        for (service, counter) in [(harness.service, UInt32(1)), (cold, 2)] {
+            let authenticated = try await service.authenticateAssertion(
+                try device.assert(clientData: clientData), clientData: clientData, keyID: device.keyID)
+            var expected = stored
+            expected.receipt = []
+            expected.key.counter = counter
+            // The registration's cached record has its times as the clock gave them, the store's as stored.
+            expected.createdAt = authenticated.record.createdAt
+            expected.receiptUpdatedAt = authenticated.record.receiptUpdatedAt
+            #expect(authenticated.record == expected)
+            #expect(abs(authenticated.record.createdAt.timeIntervalSince(stored.createdAt)) < 0.001)
+            #expect(try await service.key(device.keyID).receipt == stored.receipt)
+        }
+        #expect(try await harness.store.key(device.keyID)?.receipt == stored.receipt)
+        if let store = harness.store as? any KeyReadsWithoutReceipts {
+            let read = try #require(try await store.keysWithoutReceipts(withIDs: [device.keyID]).first)
+            let whole = try await harness.store.key(device.keyID)
+            #expect(read.receipt.isEmpty && read.key == whole?.key)
+        } else {
+            #expect(backend == .memory, "the SQLite and PostgreSQL stores read keys without their receipts")
+        }
+    }
+
+    @Test(
         "concurrent cache misses are read together, each caller answered with its own key or none",
         arguments: Backend.available)
     func batchedMisses(backend: Backend) async throws {

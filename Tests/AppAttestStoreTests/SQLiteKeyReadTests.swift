@@ -62,6 +62,36 @@ struct SQLiteKeyReadTests {
             }
             #expect(try await store.keys(withIDs: []).isEmpty)
             #expect(try await store.key(unknown[0]) == nil)
+            // The assertion path's read: the same records, each with an empty receipt.
+            let lean = try await store.keysWithoutReceipts(withIDs: Array(stored.keys) + unknown)
+            #expect(lean.count == 150)
+            for record in lean {
+                var expected = try #require(stored[record.keyID])
+                expected.receipt = []
+                #expect(record == expected)
+            }
+        }
+    }
+
+    @Test("a read without receipts uses the index that holds every other column, never a key's row")
+    func readsWithoutReceiptsUseTheIndex() async throws {
+        try await Self.withStore { store, path in
+            for index in 0..<20 {
+                let record = TestKeys.record(index, receipt: Array(repeating: 7, count: 3_800))
+                _ = try await store.insertKey(record, maximumKeysPerUser: nil)
+            }
+            let pool = try DatabaseQueue(path: path)
+            func plan(_ sql: String) throws -> String {
+                try pool.read { db in
+                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN \(sql)", arguments: [Data(), Data(), Data()])
+                        .map { $0["detail"] as String }.joined(separator: "; ")
+                }
+            }
+            let lean = try plan(SQLiteAppAttestStore.selectKeys(count: 3, receipts: false))
+            #expect(lean.contains("SEARCH keys USING COVERING INDEX keys_without_receipts"), "\(lean)")
+            // With receipts, the row is read: the index alone would not do.
+            let whole = try plan(SQLiteAppAttestStore.selectKeys(count: 3, receipts: true))
+            #expect(!whole.contains("COVERING INDEX keys_without_receipts"), "\(whole)")
         }
     }
 

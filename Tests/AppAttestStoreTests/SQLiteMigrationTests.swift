@@ -78,6 +78,10 @@ struct SQLiteMigrationTests {
         #expect(record.revokedAt == nil)
         #expect(try await store.key(revoked)?.revokedAt == Date(timeIntervalSince1970: 300))
         #expect(try await store.keys(forUser: "user").count == 2)
+        // The assertion path's read, from the index the last migration builds over the keys already stored.
+        var lean = record
+        lean.receipt = []
+        #expect(try await store.keysWithoutReceipts(withIDs: [live]) == [lean])
 
         func accept(_ key: KeyID, _ counter: UInt32) async throws -> AssertionAcceptanceOutcome {
             try await store.acceptAssertion(
@@ -95,6 +99,8 @@ struct SQLiteMigrationTests {
         let queue = try DatabaseQueue(path: path)
         let columns = try await queue.read { db in try db.columns(in: "keys").map(\.name) }
         #expect(!columns.contains("counter") && !columns.contains("seen") && !columns.contains("revoked_at"))
+        let indexes = try await queue.read { db in try db.indexes(on: "keys").map(\.name) }
+        #expect(indexes.contains("keys_without_receipts"))
         try queue.close()
         let reopened = try SQLiteAppAttestStore(path: path)
         #expect(try await reopened.key(live)?.key.counter == 8)
