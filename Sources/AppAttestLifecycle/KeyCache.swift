@@ -3,10 +3,11 @@ package import AppAttestStore
 import Foundation
 import Synchronization
 
-/// Keys as last read (parsed once, at the store boundary; their receipts left out), for at most ``AppAttestService/KeyCacheLimits/maximumAge``
-/// seconds (so that a receipt refreshed or a key revoked by another process shows within that time; this process's
-/// own changes show at once) and at most ``AppAttestService/KeyCacheLimits/capacity`` entries, the least recently used
-/// evicted first. Only an optimisation: the store's atomic update is the authority on counters and revocation.
+/// Keys as last read (parsed once, at the store boundary; their receipts left out), for at most
+/// ``AppAttestService/KeyCacheLimits/maximumAge`` seconds (so that a key revoked or a receipt's risk metric refreshed
+/// by another process shows within that time; this process's own changes show at once) and at most
+/// ``AppAttestService/KeyCacheLimits/capacity`` entries, the least recently used evicted first. Only an
+/// optimisation: the store's atomic update is the authority on counters and revocation.
 ///
 /// Every operation is constant time under a lock held for a few pointer moves: a full cache evicts one entry per
 /// insertion (the least recently used), never empties itself, so a fleet far larger than the cache costs every

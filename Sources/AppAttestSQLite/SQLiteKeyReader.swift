@@ -107,13 +107,19 @@ final class SQLiteKeyReader: Sendable {
     }
 }
 
-/// One read-only connection and its prepared statements, two per batch size (with receipts and without). Used by one thread at a time: the
-/// reader hands it out from its idle list and takes it back, so `@unchecked Sendable` holds.
+/// One read-only connection and its prepared statements, two per batch size (with receipts and without). Used by
+/// one thread at a time: the reader hands it out from its idle list and takes it back, so `@unchecked Sendable`
+/// holds.
 private final class Connection: @unchecked Sendable {
     private let handle: OpaquePointer
     private let path: String
-    /// By batch size; negative for the statements without receipts.
-    private var statements: [Int: OpaquePointer] = [:]
+    /// By batch size, and with receipts or without.
+    private var statements: [Statement: OpaquePointer] = [:]
+
+    private struct Statement: Hashable {
+        let count: Int
+        let receipts: Bool
+    }
 
     init(path: String, busyTimeout: TimeInterval) throws(StoreError) {
         // Its own page cache, as each of the pool's connections has (8 MiB at most), and nothing written through it.
@@ -134,7 +140,7 @@ private final class Connection: @unchecked Sendable {
 
     /// The statement that reads `count` keys, with their receipts or without, prepared at its first use.
     private func statement(_ count: Int, receipts: Bool) throws(StoreError) -> OpaquePointer {
-        let slot = receipts ? count : -count
+        let slot = Statement(count: count, receipts: receipts)
         if let statement = statements[slot] { return statement }
         let sql = SQLiteAppAttestStore.selectKeys(count: count, receipts: receipts)
         var statement: OpaquePointer?

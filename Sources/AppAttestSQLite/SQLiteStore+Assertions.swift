@@ -129,7 +129,7 @@ extension SQLiteAppAttestStore {
         """
         SELECT key_id, user_id, app_id, environment, public_key, counter, \(receipts ? "receipt" : "x''"), risk_metric,
             created_at, receipt_updated_at, revoked_at
-        FROM keys \(receipts ? "" : "INDEXED BY keys_without_receipts ")JOIN key_counters USING (key_id)
+        FROM keys \(receipts ? "" : "INDEXED BY \(keysWithoutReceiptsIndex) ")JOIN key_counters USING (key_id)
         """
     }
 
@@ -138,7 +138,8 @@ extension SQLiteAppAttestStore {
 
     /// The records of `count` keys, their keyIds bound in order.
     package static func selectKeys(count: Int, receipts: Bool = true) -> String {
-        "\(selectKeys(receipts: receipts)) WHERE key_id IN (\(Array(repeating: "?", count: count).joined(separator: ",")))"
+        let parameters = Array(repeating: "?", count: count).joined(separator: ",")
+        return "\(selectKeys(receipts: receipts)) WHERE key_id IN (\(parameters))"
     }
 
     /// Why an acceptance was refused, read after its statement (in its transaction, or after the commit).

@@ -73,7 +73,14 @@ extension SQLiteAppAttestStore {
     }
 
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        try await keys(keyIDs, receipts: false)
+        guard readsKeysFromIndex else {
+            return try await keys(keyIDs, receipts: true).map { record in
+                var record = record
+                record.receipt = []
+                return record
+            }
+        }
+        return try await keys(keyIDs, receipts: false)
     }
 
     private func keys(_ keyIDs: [KeyID], receipts: Bool) async throws(StoreError) -> [KeyRecord] {

@@ -16,6 +16,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     let pool: DatabasePool
     /// Point reads of keys, on connections of their own.
     let reader: SQLiteKeyReader
+    /// Whether the index of keys without their receipts is there (``keysWithoutReceiptsIndex``).
+    let readsKeysFromIndex: Bool
     /// The log's checkpoints, off the writer.
     package let checkpointer: SQLiteCheckpointer
     /// The database file.
@@ -72,8 +74,18 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
+            // The index keys are read from without their receipts (v7): missing only when dropped since (by hand, by
+            // a restore that left it out). Then keys are read whole, their receipts dropped after, as it was before.
+            readsKeysFromIndex = try pool.read { db in
+                try db.indexes(on: "keys").contains { $0.name == Self.keysWithoutReceiptsIndex }
+            }
         } catch {
             throw StoreError(.unavailable, "SQLite \(path): \(error)")
+        }
+        if !readsKeysFromIndex {
+            logger.warning(
+                "SQLite: the index \(Self.keysWithoutReceiptsIndex) is missing: keys are read with their receipts",
+                metadata: ["path": "\(path)"])
         }
         self.path = path
         // Absolute, so that a later change of the working directory sends no new connection to another file.
@@ -85,6 +97,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             interval: checkpoints ? SQLiteCheckpointer.interval : nil, restartPages: checkpointRestartPages,
             logger: logger)
     }
+
+    /// Every column of `keys` but the receipt (migration v7).
+    static let keysWithoutReceiptsIndex = "keys_without_receipts"
 
     /// Each connection's page cache, in KiB.
     static let pageCacheKiB = 8192
@@ -197,7 +212,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // a database from before opens (a few seconds per hundred thousand keys).
             try db.execute(
                 sql: """
-                    CREATE INDEX IF NOT EXISTS keys_without_receipts
+                    CREATE INDEX IF NOT EXISTS \(keysWithoutReceiptsIndex)
                         ON keys(key_id, user_id, app_id, environment, public_key, risk_metric, created_at,
                             receipt_updated_at)
                     """)

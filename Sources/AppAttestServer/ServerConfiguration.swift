@@ -171,10 +171,10 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// How far the signed time of a timestamped request may be from the server's clock, in seconds (1 to 600).
     public var timestampWindowSeconds: Int = 60
     /// Attested keys kept parsed in memory, the least recently used evicted first (0 to 10,000,000; 0 turns the cache
-    /// off). Each costs about 1 KiB plus its receipt.
+    /// off). Each costs about 1 KiB (the key without its receipt, which assertions never use).
     public var keyCacheSize: Int = 10_000
-    /// How long a cached key is used as read, in seconds (0 to 3600): the bound on how late a revocation or a receipt
-    /// refresh made through another instance is seen here.
+    /// How long a cached key is used as read, in seconds (0 to 3600): the bound on how late a revocation or a refreshed
+    /// receipt's risk metric made through another instance is seen here.
     public var keyCacheMaxAgeSeconds: Double = 30
     /// `enforce` (refusals are answered) or `report` (every check runs, refusals are recorded, requests go through),
     /// for App IDs that do not say.

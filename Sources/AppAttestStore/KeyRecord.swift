@@ -11,7 +11,8 @@ public struct KeyRecord: Sendable, Hashable {
     public var key: AttestedKey
     /// The user the key is bound to; nil for keys registered without one.
     public var userID: String?
-    /// The latest receipt (from the attestation, then from refreshes).
+    /// The latest receipt (from the attestation, then from refreshes). Empty in a record an assertion returns
+    /// (`AuthenticatedAssertion.record`): the assertion path never reads it.
     public var receipt: [UInt8]
     /// The risk metric of the latest receipt, when it carried one.
     public var riskMetric: Int?

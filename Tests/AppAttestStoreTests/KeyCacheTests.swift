@@ -86,6 +86,9 @@ struct KeyCacheTests {
             #expect(try await service.key(device.keyID).receipt == stored.receipt)
         }
         #expect(try await harness.store.key(device.keyID)?.receipt == stored.receipt)
+        // The batcher's read itself, before the cache strips anything: without the receipt where the store can.
+        let batched = try #require(try await KeyReadBatcher(store: harness.store).key(device.keyID))
+        #expect(batched.receipt.isEmpty == (backend != .memory))
         if let store = harness.store as? any KeyReadsWithoutReceipts {
             let read = try #require(try await store.keysWithoutReceipts(withIDs: [device.keyID]).first)
             let whole = try await harness.store.key(device.keyID)

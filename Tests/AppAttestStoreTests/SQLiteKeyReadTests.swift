@@ -92,6 +92,39 @@ struct SQLiteKeyReadTests {
             // With receipts, the row is read: the index alone would not do.
             let whole = try plan(SQLiteAppAttestStore.selectKeys(count: 3, receipts: true))
             #expect(!whole.contains("COVERING INDEX keys_without_receipts"), "\(whole)")
+            try pool.close()
+        }
+    }
+
+    @Test("a database whose index of keys without receipts was dropped still reads them, whole, the receipts dropped")
+    func droppedIndex() async throws {
+        try await Self.withStore { store, path in
+            var expected: [KeyID: KeyRecord] = [:]
+            for index in 0..<10 {
+                let record = TestKeys.record(index, receipt: Array(repeating: UInt8(index), count: 100))
+                _ = try await store.insertKey(record, maximumKeysPerUser: nil)
+                let stored = try #require(try await store.key(record.keyID))
+                expected[record.keyID] = stored
+            }
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in try db.execute(sql: "DROP INDEX keys_without_receipts") }
+            // The statement that names the index no longer prepares: reading it would fail every miss.
+            await #expect(throws: (any Error).self) {
+                try await queue.read { db in
+                    _ = try Row.fetchAll(
+                        db, sql: SQLiteAppAttestStore.selectKeys(count: 1, receipts: false), arguments: [Data()])
+                }
+            }
+            try queue.close()
+            let reopened = try SQLiteAppAttestStore(path: path)
+            let read = try await reopened.keysWithoutReceipts(withIDs: Array(expected.keys))
+            #expect(read.count == 10)
+            for record in read {
+                var whole = try #require(expected[record.keyID])
+                whole.receipt = []
+                #expect(record == whole)
+            }
+            await reopened.close()
         }
     }
 
