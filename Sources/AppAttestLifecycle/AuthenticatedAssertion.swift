@@ -4,7 +4,7 @@ public import AppAttestStore
 /// A verified assertion whose counter is stored.
 public struct AuthenticatedAssertion: Sendable, Hashable {
     /// The key's record, with the key's highest accepted counter after this assertion, and without its receipt
-    /// (``KeyRecord/receipt`` is empty): an assertion never reads a receipt, a real one being most of a key's bytes
+    /// (`receipt` is empty): an assertion never reads a receipt, a real one being most of a key's bytes
     /// (``AppAttestService/key(_:)`` reads the whole record).
     public let record: KeyRecord
     /// What the verifier returned for it.
