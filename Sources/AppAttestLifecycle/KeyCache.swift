@@ -111,8 +111,7 @@ package final class KeyCache: Sendable {
     /// most of a record's bytes); a full cache evicts its least recently used entry.
     @discardableResult
     package func insert(_ record: KeyRecord) -> Entry {
-        var record = record
-        record.receipt = []
+        let record = record.withoutReceipt
         let entry = Entry(key: Key(record: record, fetchedAt: Self.uptime), counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.

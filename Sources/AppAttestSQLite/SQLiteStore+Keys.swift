@@ -74,11 +74,7 @@ extension SQLiteAppAttestStore {
 
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
         guard readsKeysFromIndex else {
-            return try await keys(keyIDs, receipts: true).map { record in
-                var record = record
-                record.receipt = []
-                return record
-            }
+            return try await keys(keyIDs, receipts: true).map(\.withoutReceipt)
         }
         return try await keys(keyIDs, receipts: false)
     }

@@ -209,7 +209,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // Every column of a key but its receipt, in an index: the assertion path reads its keys from the index
             // alone (`selectKeys(receipts: false)`), never the row, which a real receipt makes about a page. A fleet
             // far larger than the key cache reads a key for nearly every assertion (README, "Scale"). Built once, when
-            // a database from before opens (a few seconds per hundred thousand keys).
+            // a database from before opens, reading every key's row (about the whole file).
             try db.execute(
                 sql: """
                     CREATE INDEX IF NOT EXISTS \(keysWithoutReceiptsIndex)

@@ -42,6 +42,14 @@ public struct KeyRecord: Sendable, Hashable {
 }
 
 extension KeyRecord {
+    /// This record with an empty receipt: what the assertion path reads and caches (a real receipt is most of a key's
+    /// bytes, and an assertion never uses it).
+    package var withoutReceipt: KeyRecord {
+        var record = self
+        record.receipt = []
+        return record
+    }
+
     /// A record from a stored row's columns, decoded once at the store's boundary: the point parsed into the key
     /// assertions are verified with, and checked against the stored keyId (a row whose point is not its keyId's is
     /// corrupted, and is refused rather than trusted).
