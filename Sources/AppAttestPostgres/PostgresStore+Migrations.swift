@@ -10,32 +10,18 @@ import Synchronization
 extension PostgresAppAttestStore {
     /// Migrates, or fails once `timeout` has passed without an answer.
     func migrate(within timeout: Duration) async throws(StoreError) {
-        let outcome: Result<Void, StoreError> = await withTaskGroup(of: Result<Void, StoreError>?.self) { group in
-            group.addTask {
-                do throws(StoreError) { try await self.migrate() } catch { return .failure(error) }
-                return .success(())
+        // Raced against the timer without waiting for the migration to honour its cancellation: a connection attempt
+        // to a host that never answers holds it far longer than the start-up timeout.
+        do {
+            try await StoreDeadline.run(timeout, "PostgreSQL") { () async throws(StoreError) in try await self.migrate()
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return Task.isCancelled
-                    ? nil
-                    : .failure(
-                        StoreError(
-                            .unavailable,
-                            "PostgreSQL did not answer within \(timeout.components.seconds) s (is the database up, and "
-                                + "are host, port, credentials and sslmode right?)"))
-            }
-            var first: Result<Void, StoreError>?
-            for await result in group {
-                if let result {
-                    first = result
-                    break
-                }
-            }
-            group.cancelAll()
-            return first ?? .failure(StoreError(.unavailable, "PostgreSQL start-up was cancelled"))
+        } catch  where error.timedOut {
+            var hinted = StoreError(
+                .unavailable,
+                error.message + " (is the database up, and are host, port, credentials and sslmode right?)")
+            hinted.timedOut = true
+            throw hinted
         }
-        try outcome.get()
     }
 
     func migrate() async throws(StoreError) {

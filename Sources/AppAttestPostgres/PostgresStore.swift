@@ -186,17 +186,16 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                 }))
         let migrator = PostgresAppAttestStore(
             client: migrationClient, logger: logger, operationTimeout: operationTimeout)
-        let migrated: Result<Void, StoreError> = await withTaskGroup(of: Void.self) { group in
-            group.addTask { await migrationClient.run() }
-            defer { group.cancelAll() }
-            do throws(StoreError) {
-                try await migrator.migrate(within: startupTimeout)
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
+        let runner = Task { await migrationClient.run() }
+        do {
+            try await migrator.migrate(within: startupTimeout)
+        } catch {
+            // Not awaited: a connection attempt that never answers would hold the failure past the start-up timeout.
+            runner.cancel()
+            throw error
         }
-        try migrated.get()
+        runner.cancel()
+        await runner.value
         return PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
     }
 

@@ -21,7 +21,7 @@ struct CommandTests {
 
     /// Runs `appattest`, or `appattest-dev` for a developer tool; returns its standard output and error as bytes, and
     /// its exit status.
-    func run(_ arguments: [String]) throws -> (output: [UInt8], status: Int32) {
+    func run(_ arguments: [String]) async throws -> (output: [UInt8], status: Int32) {
         let process = Process()
         process.executableURL = Self.executable(
             Self.developerTools.contains(arguments.first ?? "") ? "appattest-dev" : "appattest")
@@ -30,8 +30,7 @@ struct CommandTests {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let data = await ProcessWait.output(of: process, from: pipe)
         return (Array(data), process.terminationStatus)
     }
 
@@ -42,7 +41,7 @@ struct CommandTests {
     }
 
     @Test("vectors: escape sequences and forged lines in a hostile file are printed escaped, never raw")
-    func vectorsEscapes() throws {
+    func vectorsEscapes() async throws {
         let path = try Self.directory() + "/hostile.json"
         let hostileID = "x\u{1B}[2J\u{1B}[H\r\n74 passed, 0 failed\u{202E}"
         let file: [String: Any] = [
@@ -56,7 +55,7 @@ struct CommandTests {
             ],
         ]
         try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
-        let (output, _) = try run(["vectors", path])
+        let (output, _) = try await run(["vectors", path])
         #expect(!output.contains(0x1B), "an ESC byte reached the terminal")
         #expect(!output.contains(0x0D), "a carriage return reached the terminal")
         let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
@@ -65,9 +64,9 @@ struct CommandTests {
     }
 
     @Test("messages about a huge argument or a huge string in a file are bounded")
-    func boundedErrors() throws {
+    func boundedErrors() async throws {
         // 100,000 characters: near the largest single argument Linux passes to a process.
-        let (output, status) = try run(["inspect", String(repeating: "A", count: 100_000)])
+        let (output, status) = try await run(["inspect", String(repeating: "A", count: 100_000)])
         #expect(status != 0)
         #expect(output.count < 4096, "\(output.count) bytes of error output")
 
@@ -83,7 +82,7 @@ struct CommandTests {
             ],
         ]
         try JSONSerialization.data(withJSONObject: file).write(to: URL(fileURLWithPath: path))
-        let (vectorOutput, _) = try run(["vectors", path])
+        let (vectorOutput, _) = try await run(["vectors", path])
         #expect(vectorOutput.count < 8192, "\(vectorOutput.count) bytes of output")
     }
 
@@ -94,12 +93,12 @@ struct CommandTests {
     }
 
     @Test("simulate writes its private keys 0600, and takes a challenge that begins with '-'")
-    func simulateSecrets() throws {
+    func simulateSecrets() async throws {
         let directory = try Self.directory()
-        let (output, status) = try run(["simulate", "authority", "--out", directory])
+        let (output, status) = try await run(["simulate", "authority", "--out", directory])
         #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
         #expect(permissions(directory + "/authority.json") == 0o600)
-        let (attestOutput, attestStatus) = try run([
+        let (attestOutput, attestStatus) = try await run([
             "simulate", "attest", "--dir", directory, "--app-id", "ABCDE12345.com.example.app", "--challenge",
             "-AAAAAAAAAAAAAAAAAAAAA",  // a Base64URL challenge may begin with '-': still the option's value
         ])
@@ -108,16 +107,16 @@ struct CommandTests {
     }
 
     @Test("stand-in writes its provider key 0600")
-    func standInKey() throws {
+    func standInKey() async throws {
         let key = try Self.directory() + "/stand-in.p8"
-        let (output, status) = try run(["stand-in", "--key-out", key, "--seconds", "1"])
+        let (output, status) = try await run(["stand-in", "--key-out", key, "--seconds", "1"])
         #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
         #expect(permissions(key) == 0o600)
     }
 
     @Test("verify --leeway 1e19 is refused with a message, not a crash")
-    func hugeLeeway() throws {
-        let (output, status) = try run([
+    func hugeLeeway() async throws {
+        let (output, status) = try await run([
             "verify", "attestation", "/dev/null", "--app-id", "ABCDE12345.com.example.app", "--key-id",
             "YmbJO4x5nEHUvncp9zdWuVZjNBEMgJn3cdSToAXQe3M=", "--challenge", "utf8:x", "--leeway", "1e19",
         ])

@@ -158,7 +158,7 @@ struct InputIdentityTests {
             ".build/debug/appattest-dev")
     }()
 
-    func run(_ arguments: [String]) throws -> String {
+    func run(_ arguments: [String]) async throws -> String {
         let process = Process()
         process.executableURL = Self.appattest
         process.arguments = arguments
@@ -166,8 +166,7 @@ struct InputIdentityTests {
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let data = await ProcessWait.output(of: process, from: pipe)
         #expect(process.terminationStatus == 0, "appattest-dev \(arguments.first ?? "")")
         return String(decoding: data, as: UTF8.self)
     }
@@ -175,11 +174,11 @@ struct InputIdentityTests {
     @Test("the bodies `appattest-dev simulate attest` and `simulate assert --challenge` print are accepted by serve")
     func simulatedBodies() async throws {
         let directory = try F.directory()
-        _ = try run(["simulate", "authority", "--out", directory])
+        _ = try await run(["simulate", "authority", "--out", directory])
         try await F.withServer({ $0.testingRootCertificate = "\(directory)/root.pem" }) { _, client in
             let issued = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#)
             let challenge = try #require(F.json(issued)["challenge"] as? String)
-            let attestation = try run([
+            let attestation = try await run([
                 "simulate", "attest", "--dir", directory, "--app-id", F.appID.rawValue, "--challenge=\(challenge)",
             ])
             let registered = try await post(client, "/v1/attestations", attestation)
@@ -188,7 +187,7 @@ struct InputIdentityTests {
 
             let next = try await post(client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(keyID)"}"#)
             let assertionChallenge = try #require(F.json(next)["challenge"] as? String)
-            let assertion = try run([
+            let assertion = try await run([
                 "simulate", "assert", "--dir", directory, "--client-data", "order 17",
                 "--challenge=\(assertionChallenge)",
             ])

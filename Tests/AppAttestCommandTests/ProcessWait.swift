@@ -1,0 +1,27 @@
+import Foundation
+
+/// Waits for a child process without holding one of Swift's cooperative threads: every suite's servers and clients run
+/// on that pool, which has one thread per core, so a test blocked in `waitUntilExit` or in a pipe's read stalls them
+/// all.
+enum ProcessWait {
+    /// Everything `process` writes to `pipe` until it exits (the pipe read on a thread of its own), once it has exited.
+    static func output(of process: Process, from pipe: Pipe) async -> Data {
+        let reader = pipe.fileHandleForReading
+        let data = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: reader.readDataToEndOfFile()) }
+        }
+        await exit(of: process)
+        return data
+    }
+
+    /// Returns once `process` has exited.
+    static func exit(of process: Process) async {
+        while process.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    /// Sends `process` SIGTERM if it is still running, and returns once it has exited.
+    static func stop(_ process: Process) async {
+        if process.isRunning { process.terminate() }
+        await exit(of: process)
+    }
+}
