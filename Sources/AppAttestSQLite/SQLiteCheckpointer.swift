@@ -56,6 +56,8 @@ package final class SQLiteCheckpointer: Sendable {
         var syncFailing = 0
         var syncFailure: String?
         var stopped = false
+        /// Syncs the database file in place of `fdatasync` (tests: a sync that fails).
+        var syncOverride: (@Sendable (Int32) -> Bool)?
 
         /// Closes the connection and the descriptor, if open.
         mutating func release() {
@@ -193,7 +195,7 @@ package final class SQLiteCheckpointer: Sendable {
                 if state.file < 0 { state.file = open(path, O_RDONLY | O_CLOEXEC) }
                 // A failure is reported (``backgroundCheckpoint()``) but fails nothing: SQLite's own sync of the
                 // file, at the restart or when the log is wholly copied, is the one that counts.
-                if state.file >= 0, Self.sync(state.file) {
+                if state.file >= 0, (state.syncOverride ?? Self.sync)(state.file) {
                     state.synced = copied
                     state.syncs += 1
                     state.syncFailing = 0
@@ -248,6 +250,11 @@ package final class SQLiteCheckpointer: Sendable {
 
     /// How many times a passive checkpoint synced the database file itself (tests).
     package var databaseSyncs: Int { state.withLock { $0.syncs } }
+
+    /// Syncs the database file with `sync` in place of `fdatasync` from now on (tests).
+    package func replaceSync(_ sync: @escaping @Sendable (Int32) -> Bool) {
+        state.withLock { $0.syncOverride = sync }
+    }
 
     /// How many background checkpoints failed (tests).
     package var failedCheckpoints: Int { state.withLock { $0.failures } }

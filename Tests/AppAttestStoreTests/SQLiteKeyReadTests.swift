@@ -292,6 +292,47 @@ struct SQLiteKeyReadTests {
         }
     }
 
+    /// A sync of the database file that fails after a passive checkpoint fails nothing (SQLite syncs the file again
+    /// when it restarts the log), but is reported: once per run of failures, with the system's error.
+    @Test("a failing sync of the checkpointed database file is logged once per run of failures")
+    func failedSyncsAreReported() async throws {
+        let records = LogRecords()
+        try await Self.withStore(checkpoints: false, logger: records.logger) { store, path in
+            let failing = Mutex(true)
+            store.checkpointer.replaceSync { file in
+                guard failing.withLock({ $0 }) else { return fdatasync(file) == 0 }
+                errno = EIO
+                return false
+            }
+            var reader: OpaquePointer?
+            #expect(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
+            defer { sqlite3_close_v2(reader) }
+            // Each round copies part of the log (a reader's snapshot holds the rest), which is what is synced.
+            func partialCopy(_ round: Int) async throws {
+                #expect(sqlite3_exec(reader, "COMMIT", nil, nil, nil) == SQLITE_OK || round == 0)
+                for index in 0..<20 {
+                    _ = try await store.insertKey(TestKeys.record(5_000 + round * 100 + index), maximumKeysPerUser: nil)
+                }
+                #expect(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil) == SQLITE_OK)
+                for index in 20..<40 {
+                    _ = try await store.insertKey(TestKeys.record(5_000 + round * 100 + index), maximumKeysPerUser: nil)
+                }
+                store.checkpointer.backgroundCheckpoint()
+            }
+            for round in 0..<3 { try await partialCopy(round) }
+            let warnings = records.messages(at: .warning).filter { $0.contains("syncing the checkpointed") }
+            #expect(warnings.count == 1, "\(warnings)")
+            #expect(warnings.first?.contains("Input/output error") == true, "\(warnings)")
+            #expect(store.checkpointer.failedCheckpoints == 0, "a failed sync is not a failed checkpoint")
+            #expect(store.checkpointer.databaseSyncs == 0)
+            failing.withLock { $0 = false }
+            try await partialCopy(3)
+            #expect(store.checkpointer.databaseSyncs == 1)
+            #expect(records.messages(at: .warning).filter { $0.contains("syncing the checkpointed") }.count == 1)
+            #expect(sqlite3_exec(reader, "COMMIT", nil, nil, nil) == SQLITE_OK)
+        }
+    }
+
     /// Eight tasks insert without a pause, so that a write is always queued: a passive checkpoint alone never saw the
     /// writer begin with the whole log copied, and the log's file grew by every page written (gigabytes while a
     /// fleet registered). The restarting checkpoint bounds it.
