@@ -75,11 +75,15 @@ package final class SQLiteCheckpointer: Sendable {
     private let state = Mutex(State())
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(250)
-    /// The log's size, in pages, from which a checkpoint also makes the next write start the log again: 64 MiB of
-    /// 4 KiB pages, a few seconds of writes for a busy service, bounding the file to about that plus what is written
-    /// in one ``interval``. Each restart holds the writer for the restarting checkpoint (10–20 ms on a small virtual
-    /// machine, most of it two syncs), whatever this size: a larger log restarts less often.
-    package static let restartPages = 16_384
+    /// The log's size, in pages, from which a checkpoint also makes the next write start the log again, by default
+    /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` of 4 KiB pages): a few seconds of writes for a busy service,
+    /// bounding the file to about that plus what is written in one ``interval``. Each restart holds the writer for the
+    /// restarting checkpoint, most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a
+    /// fleet of thousands of keys, 80–300 ms for a million, whose counters each dirty a page of their own (README,
+    /// “Scale”). A larger log restarts less often.
+    package static let restartPages = SQLiteAppAttestStore.defaultLogRestartBytes / 4096
+    /// The log's size, in pages, from which this restarts it.
+    package var logRestartPages: Int { restartPages }
     /// How long a restarting checkpoint waits for the write in progress and the log's readers (it retries at the next
     /// tick after that).
     static let busyTimeout: TimeInterval = 0.1

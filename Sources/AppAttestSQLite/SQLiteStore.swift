@@ -26,27 +26,37 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     /// Opens (creating if needed) the database at `path` and migrates its schema.
     /// - Parameters:
     ///   - busyTimeout: how long a write waits for another process's lock.
+    ///   - logRestartBytes: the size of the write-ahead log from which the store starts it again from its beginning
+    ///     (``defaultLogRestartBytes``, 64 MiB; at least 1 MiB). Each restart holds the store's writes while SQLite
+    ///     syncs what is left to copy: a few milliseconds for a small fleet, 80–300 ms for a million keys on a small
+    ///     virtual machine's disk, where the log reached 64 MiB every five seconds at full load. A larger value makes
+    ///     those pauses rarer, not shorter, and lets the log's file grow to about that size under sustained writes
+    ///     (AppAttestLifecycle's “Running the verification service”).
     ///   - logger: where the store reports what fails in the background: a checkpoint of its log, which it copies
     ///     back into the database file every 250 ms (AppAttestLifecycle's “Running the verification service”).
     ///     Nothing by default.
     public convenience init(
-        path: String, busyTimeout: TimeInterval = 10,
+        path: String, busyTimeout: TimeInterval = 10, logRestartBytes: Int = defaultLogRestartBytes,
         logger: Logger = Logger(label: "AppAttestSQLite", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(StoreError) {
         try self.init(
             path: path, busyTimeout: busyTimeout, keyReadConnections: SQLiteKeyReader.defaultMaximumConnections,
-            logger: logger)
+            logRestartBytes: logRestartBytes, logger: logger)
     }
+
+    /// The write-ahead log's size from which the store restarts it by default: 64 MiB.
+    public static let defaultLogRestartBytes = 64 << 20
 
     /// - Parameters:
     ///   - keyReadConnections: the most connections the key reader opens (tests pass 0 to read every key through
     ///     GRDB's pool).
     ///   - checkpoints: whether the log is checkpointed in the background (tests run them by hand).
-    ///   - checkpointRestartPages: the log's size from which a checkpoint restarts it (tests make it small).
+    ///   - logRestartBytes: the log's size from which a checkpoint restarts it, in bytes (at least 1 MiB).
+    ///   - checkpointRestartPages: the same in pages, in place of `logRestartBytes` (tests make it small).
     ///   - logger: where failed background checkpoints are reported.
     package init(
         path: String, busyTimeout: TimeInterval, keyReadConnections: Int, checkpoints: Bool = true,
-        checkpointRestartPages: Int = SQLiteCheckpointer.restartPages, logger: Logger
+        logRestartBytes: Int = defaultLogRestartBytes, checkpointRestartPages: Int? = nil, logger: Logger
     ) throws(StoreError) {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
@@ -71,11 +81,14 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             SecretFile.narrow(path + "-wal")
             SecretFile.narrow(path + "-shm")
         }
+        let pageSize: Int
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
             // The index keys are read from without their receipts (v7): missing only when dropped since (by hand, by
             // a restore that left it out). Then keys are read whole, their receipts dropped after, as it was before.
+            // The log restarts at a size in bytes: counted in the file's pages.
+            pageSize = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } ?? 4096
             readsKeysFromIndex = try pool.read { db in
                 try db.indexes(on: "keys").contains { $0.name == Self.keysWithoutReceiptsIndex }
             }
@@ -94,7 +107,8 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         reader = SQLiteKeyReader(path: absolute, busyTimeout: busyTimeout, maximumConnections: keyReadConnections)
         checkpointer = SQLiteCheckpointer(
             path: absolute, writer: pool, writerBusyTimeout: busyTimeout,
-            interval: checkpoints ? SQLiteCheckpointer.interval : nil, restartPages: checkpointRestartPages,
+            interval: checkpoints ? SQLiteCheckpointer.interval : nil,
+            restartPages: checkpointRestartPages ?? max(logRestartBytes, 1 << 20) / max(pageSize, 512),
             logger: logger)
     }
 

@@ -99,7 +99,8 @@ public final class AppAttestServer: Sendable {
                     operationTimeout: .nanoseconds(Int64(configuration.storeTimeoutSeconds * 1e9)))
                 postgresClient = client
             case .sqlite(let path):
-                store = try SQLiteAppAttestStore(path: path, logger: logger)
+                store = try SQLiteAppAttestStore(
+                    path: path, logRestartBytes: configuration.sqliteLogRestartMiB << 20, logger: logger)
             }
         }
         var service: AppAttestService?

@@ -48,6 +48,9 @@ extension ServerConfiguration {
         guard (0...3600).contains(keyCacheMaxAgeSeconds) else {
             throw ServerConfigurationError("keyCacheMaxAgeSeconds must be from 0 to 3600")
         }
+        guard (1...65_536).contains(sqliteLogRestartMiB) else {
+            throw ServerConfigurationError("sqliteLogRestartMiB must be from 1 to 65536")
+        }
         guard (1...3600).contains(writeTimeoutSeconds) else {
             throw ServerConfigurationError("writeTimeoutSeconds must be from 1 to 3600")
         }

@@ -101,6 +101,7 @@ extension ServerConfiguration {
         if let value = try wholeNumber("APPATTEST_TIMESTAMP_WINDOW") { timestampWindowSeconds = value }
         if let value = try wholeNumber("APPATTEST_KEY_CACHE_SIZE") { keyCacheSize = value }
         if let value = try number("APPATTEST_KEY_CACHE_MAX_AGE") { keyCacheMaxAgeSeconds = value }
+        if let value = try wholeNumber("APPATTEST_SQLITE_LOG_RESTART_MIB") { sqliteLogRestartMiB = value }
         if let value = environment["APPATTEST_ENFORCEMENT"] { enforcement = value }
         if let value = try number("APPATTEST_ATTESTATIONS_PER_SECOND") { attestationsPerSecond = value }
         if let value = try wholeNumber("APPATTEST_MAX_KEYS_PER_USER") { maximumKeysPerUser = value }

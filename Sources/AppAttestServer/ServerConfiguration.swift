@@ -31,6 +31,7 @@ import Foundation
 /// | `timestampWindowSeconds` | `APPATTEST_TIMESTAMP_WINDOW` | how far a timestamped request may be from now (60) |
 /// | `keyCacheSize` | `APPATTEST_KEY_CACHE_SIZE` | attested keys kept parsed in memory, least recently used evicted (10,000) |
 /// | `keyCacheMaxAgeSeconds` | `APPATTEST_KEY_CACHE_MAX_AGE` | how late another instance's revocation may be seen (30) |
+/// | `sqliteLogRestartMiB` | `APPATTEST_SQLITE_LOG_RESTART_MIB` | SQLite's log size at which it restarts, a pause of writes (64) |
 /// | `enforcement` | `APPATTEST_ENFORCEMENT` | `enforce`, or `report`: refusals recorded, requests let through (per App ID too) |
 /// | `attestationsPerSecond` | `APPATTEST_ATTESTATIONS_PER_SECOND` | attestation challenges per second per App ID, fleet-wide (100; 0: none) |
 /// | `maximumKeysPerUser` | `APPATTEST_MAX_KEYS_PER_USER` | active keys per user, the oldest superseded beyond it (5; 0: no limit) |
@@ -176,6 +177,11 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// How long a cached key is used as read, in seconds (0 to 3600): the bound on how late a revocation or a refreshed
     /// receipt's risk metric made through another instance is seen here.
     public var keyCacheMaxAgeSeconds: Double = 30
+    /// On SQLite, the size in MiB of the write-ahead log from which the store starts it again from its beginning (1 to
+    /// 65,536). Each restart holds writes while SQLite syncs what is left to copy (80–300 ms for a million keys on a
+    /// small virtual machine's disk): a larger value makes those pauses rarer, not shorter, and lets the log's file
+    /// grow to about that size under sustained writes (README, “Scale”).
+    public var sqliteLogRestartMiB: Int = 64
     /// `enforce` (refusals are answered) or `report` (every check runs, refusals are recorded, requests go through),
     /// for App IDs that do not say.
     public var enforcement: String = "enforce"
@@ -204,7 +210,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, writeTimeoutSeconds,
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
             startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
-            counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds,
+            counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds, sqliteLogRestartMiB,
             enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, otlpEndpoint,
             testingRootCertificate,
             testingReceiptRootCertificate, apple
@@ -260,6 +266,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         keyCacheSize = try container.decodeIfPresent(Int.self, forKey: .keyCacheSize) ?? defaults.keyCacheSize
         keyCacheMaxAgeSeconds =
             try container.decodeIfPresent(Double.self, forKey: .keyCacheMaxAgeSeconds) ?? defaults.keyCacheMaxAgeSeconds
+        sqliteLogRestartMiB =
+            try container.decodeIfPresent(Int.self, forKey: .sqliteLogRestartMiB) ?? defaults.sqliteLogRestartMiB
         enforcement = try container.decodeIfPresent(String.self, forKey: .enforcement) ?? defaults.enforcement
         attestationsPerSecond =
             try container.decodeIfPresent(Double.self, forKey: .attestationsPerSecond) ?? defaults.attestationsPerSecond

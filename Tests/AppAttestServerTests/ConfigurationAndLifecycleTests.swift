@@ -38,6 +38,7 @@ struct ConfigurationTests {
         #expect(configuration.tokens[2].appIds == ["ABCDE12345.com.example.app"])
         #expect(configuration.tokens[3].permissions == [.read, .revoke])
         #expect(configuration.idleTimeoutSeconds == 60)
+        #expect(configuration.sqliteLogRestartMiB == 64)
         #expect(configuration.apple?.teamId == "ABCDE12345")
         let verifier = try #require(try configuration.verifierConfiguration())
         #expect(verifier.apps[try AppID("ABCDE12345.com.example.app.beta")] == [.development, .production])
@@ -60,6 +61,8 @@ struct ConfigurationTests {
         #expect(try configuration.verifierConfiguration()?.apps.count == 2)
         try configuration.apply(environment: ["APPATTEST_RATE_LIMIT": "off"])
         #expect(configuration.rateLimit == nil)
+        try configuration.apply(environment: ["APPATTEST_SQLITE_LOG_RESTART_MIB": "1024"])
+        #expect(configuration.sqliteLogRestartMiB == 1024)
 
         for bad: [String: String] in [
             ["APPATTEST_PORT": "x"], ["APPATTEST_TOKENS": "notoken"], ["APPATTEST_RATE_LIMIT": "fast"],
@@ -74,6 +77,7 @@ struct ConfigurationTests {
             { $0.rateLimit = .init(requestsPerSecond: 0, burst: 1) }, { $0.maximumBodyBytes = 10 },
             { $0.testingRootCertificate = "/nonexistent/root.pem" },
             { $0.database = "mysql://u@localhost/db" }, { $0.database = "sqlite:" }, { $0.database = "" },
+            { $0.sqliteLogRestartMiB = 0 }, { $0.sqliteLogRestartMiB = 65_537 },
         ] {
             var copy = configuration
             change(&copy)

@@ -16,7 +16,7 @@ import Testing
 struct SQLiteKeyReadTests {
     /// A store whose key reads go through the reader's connections (4, the default) or all through GRDB's pool (0).
     private static func withStore(
-        connections: Int = 4, checkpoints: Bool = true, restartPages: Int = SQLiteCheckpointer.restartPages,
+        connections: Int = 4, checkpoints: Bool = true, restartPages: Int? = nil,
         logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
         _ body: (SQLiteAppAttestStore, String) async throws -> Void
     ) async throws {
@@ -289,6 +289,22 @@ struct SQLiteKeyReadTests {
             store.checkpointer.backgroundCheckpoint()
             #expect(records.messages(at: .warning).count == 1)
             #expect(store.checkpointer.failedCheckpoints == 3)
+        }
+    }
+
+    /// The size at which the log restarts is given in bytes and counted in the file's pages, 1 MiB at least.
+    @Test("the log's restart size: 64 MiB by default, in the file's pages, at least 1 MiB")
+    func logRestartSize() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logrestart-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (bytes, pages) in [(nil, 16_384), (256 << 20, 65_536), (1 << 10, 256)] {
+            let path = directory.appendingPathComponent("store-\(pages).sqlite").path
+            let store =
+                try bytes.map { try SQLiteAppAttestStore(path: path, logRestartBytes: $0) }
+                ?? SQLiteAppAttestStore(path: path)
+            #expect(store.checkpointer.logRestartPages == pages, "\(String(describing: bytes))")
+            await store.close()
         }
     }
 
