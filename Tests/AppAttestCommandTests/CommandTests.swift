@@ -30,7 +30,12 @@ struct CommandTests {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let data = await ProcessWait.output(of: process, from: pipe)
+        // Read and waited for off Swift's cooperative pool, whose threads (one per core) every other suite needs.
+        let reader = pipe.fileHandleForReading
+        let data = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: reader.readDataToEndOfFile()) }
+        }
+        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
         return (Array(data), process.terminationStatus)
     }
 
