@@ -146,7 +146,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     /// A store on a client that your application owns and runs (for example as a service of its `ServiceGroup`):
     /// the store migrates through it and never stops it. The client must be running, or start running within
-    /// `startupTimeout`.
+    /// `startupTimeout`. At that timeout this throws without waiting for the migration, which is cancelled but may
+    /// still hold a connection of your client until its request or statement ends, and may even complete: it is one
+    /// transaction, so a later start-up finds the schema as it was or fully migrated.
     /// - Parameters:
     ///   - client: your client.
     ///   - logger: where the store logs.

@@ -35,7 +35,9 @@ struct CommandTests {
         let data = await withCheckedContinuation { continuation in
             Thread.detachNewThread { continuation.resume(returning: reader.readDataToEndOfFile()) }
         }
-        while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+        while process.isRunning {
+            guard (try? await Task.sleep(for: .milliseconds(5))) != nil else { process.terminate(); break }
+        }
         return (Array(data), process.terminationStatus)
     }
 

@@ -14,9 +14,15 @@ enum ProcessWait {
         return data
     }
 
-    /// Returns once `process` has exited.
+    /// Returns once `process` has exited, or at once when the test is cancelled (the process then stopped, not
+    /// waited for: a loop that no longer sleeps would hold the pool's thread).
     static func exit(of process: Process) async {
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(5)) }
+        while process.isRunning {
+            guard (try? await Task.sleep(for: .milliseconds(5))) != nil else {
+                if process.isRunning { process.terminate() }
+                return
+            }
+        }
     }
 
     /// Sends `process` SIGTERM if it is still running, and returns once it has exited.

@@ -292,13 +292,13 @@ struct SQLiteKeyReadTests {
         }
     }
 
-    /// The size at which the log restarts is given in bytes and counted in the file's pages, 1 MiB at least.
-    @Test("the log's restart size: 64 MiB by default, in the file's pages, at least 1 MiB")
+    /// The size at which the log restarts is given in bytes and counted in the file's pages, from 1 MiB to 64 GiB.
+    @Test("the log's restart size: 64 MiB by default, in the file's pages, from 1 MiB to 64 GiB")
     func logRestartSize() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logrestart-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        for (bytes, pages) in [(nil, 16_384), (256 << 20, 65_536), (1 << 10, 256)] {
+        for (bytes, pages) in [(nil, 16_384), (256 << 20, 65_536), (1 << 10, 256), (-1, 256), (Int.max, 16 << 20)] {
             let path = directory.appendingPathComponent("store-\(pages).sqlite").path
             let store =
                 try bytes.map { try SQLiteAppAttestStore(path: path, logRestartBytes: $0) }
@@ -316,7 +316,7 @@ struct SQLiteKeyReadTests {
         try await Self.withStore(checkpoints: false, logger: records.logger) { store, path in
             let failing = Mutex(true)
             store.checkpointer.replaceSync { file in
-                guard failing.withLock({ $0 }) else { return fdatasync(file) == 0 }
+                guard failing.withLock({ $0 }) else { return fsync(file) == 0 }
                 errno = EIO
                 return false
             }
