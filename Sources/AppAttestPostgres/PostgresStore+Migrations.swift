@@ -13,7 +13,8 @@ extension PostgresAppAttestStore {
         // Raced against the timer without waiting for the migration to honour its cancellation: a connection attempt
         // to a host that never answers holds it far longer than the start-up timeout.
         do {
-            try await StoreDeadline.run(timeout, "PostgreSQL") { () async throws(StoreError) in try await self.migrate()
+            try await StoreDeadline.run(timeout, "PostgreSQL") { () async throws(StoreError) in
+                try await self.migrate()
             }
         } catch  where error.timedOut {
             var hinted = StoreError(

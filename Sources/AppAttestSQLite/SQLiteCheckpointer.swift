@@ -75,19 +75,16 @@ package final class SQLiteCheckpointer: Sendable {
     private let state = Mutex(State())
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(250)
-    /// The log's size, in pages, from which a checkpoint also makes the next write start the log again, by default
-    /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` of 4 KiB pages): a few seconds of writes for a busy service,
-    /// bounding the file to about that plus what is written in one ``interval``. Each restart holds the writer for the
-    /// restarting checkpoint, most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a
-    /// fleet of thousands of keys, 80–300 ms for a million, whose counters each dirty a page of their own (README,
-    /// “Scale”). A larger log restarts less often.
-    package static let restartPages = SQLiteAppAttestStore.defaultLogRestartBytes / 4096
-    /// The log's size, in pages, from which this restarts it.
-    package var logRestartPages: Int { restartPages }
     /// How long a restarting checkpoint waits for the write in progress and the log's readers (it retries at the next
     /// tick after that).
     static let busyTimeout: TimeInterval = 0.1
-    private let restartPages: Int
+    /// The log's size, in pages, from which a checkpoint also makes the next write start the log again
+    /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` by default, in the file's pages): bounding the file to about
+    /// that plus what is written in one ``interval``. Each restart holds the writer for the restarting checkpoint,
+    /// most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a fleet of thousands of keys,
+    /// 80–300 ms for a million, whose counters each dirty a page of their own (README, “Scale”). A larger log
+    /// restarts less often.
+    package let restartPages: Int
     /// The store's writer, on whose connection the restarting checkpoint runs, and that connection's busy timeout (the
     /// checkpoint waits for readers for ``busyTimeout`` only, then gives the connection its own back).
     private let writer: DatabasePool
@@ -107,7 +104,7 @@ package final class SQLiteCheckpointer: Sendable {
     init(
         path: String, writer: DatabasePool, writerBusyTimeout: TimeInterval,
         interval: DispatchTimeInterval? = SQLiteCheckpointer.interval,
-        restartPages: Int = SQLiteCheckpointer.restartPages, logger: Logger
+        restartPages: Int, logger: Logger
     ) {
         self.path = path
         self.writer = writer

@@ -88,10 +88,12 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             try Self.migrator.migrate(pool)
             // The index keys are read from without their receipts (v7): missing only when dropped since (by hand, by
             // a restore that left it out). Then keys are read whole, their receipts dropped after, as it was before.
-            // The log restarts at a size in bytes: counted in the file's pages.
-            pageSize = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } ?? 4096
-            readsKeysFromIndex = try pool.read { db in
-                try db.indexes(on: "keys").contains { $0.name == Self.keysWithoutReceiptsIndex }
+            // And the file's page size: the log restarts at a size in bytes, counted in pages.
+            (readsKeysFromIndex, pageSize) = try pool.read { db in
+                (
+                    try db.indexes(on: "keys").contains { $0.name == Self.keysWithoutReceiptsIndex },
+                    try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+                )
             }
         } catch {
             throw StoreError(.unavailable, "SQLite \(path): \(error)")
