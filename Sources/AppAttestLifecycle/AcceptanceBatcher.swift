@@ -41,7 +41,7 @@ package final class AcceptanceBatcher: Sendable {
     /// Transactions in flight at once: one, committing while the next forms. A second one in flight made PostgreSQL's
     /// batches half as large (about 8 acceptances per transaction instead of 14 in `Scripts/load.sh`), at nearly twice
     /// the database's CPU per assertion (50 µs against 30) and no lower latency; SQLite's writes are serial anyway
-    /// (README, “Load”).
+    /// (MEASUREMENTS.md, “Load”).
     package static let maximumFlushes = 1
     /// Transactions in flight at most, those that stalled included: the workers of a run.
     package static let maximumStalledFlushes = 4

@@ -35,7 +35,7 @@ package final class KeyReadBatcher: Sendable {
     private let leanStore: (any KeyReadsWithoutReceipts)?
     private let state: Mutex<State>
     /// Reads in flight at once: one, while the next forms. With two, PostgreSQL's reads held about 4 keys instead of
-    /// 6.5 and the server spent 80 µs more CPU per assertion with 100,000 keys (README, “Scale”).
+    /// 6.5 and the server spent 80 µs more CPU per assertion with 100,000 keys (MEASUREMENTS.md, “Scale”).
     package static let maximumReads = 1
     /// Reads in flight at most, those that stalled included (one on a store whose reads hold the calling thread).
     package static let maximumStalledReads = 4

@@ -13,9 +13,9 @@ import Synchronization
 /// SQLite's own checkpoint runs inside the commit that takes the log past 1,000 pages, on the writer: every write
 /// queued behind that commit waits while the pages are copied and the file is synced. With a fleet far larger than
 /// SQLite's page cache each accepted counter dirties a page of its own, so the log fills every fraction of a second and
-/// the writer stalled on every fill (README, “Scale”). The store turns that off (`PRAGMA wal_autocheckpoint = 0` on its
-/// connections) and this runs a passive checkpoint every ``interval`` instead: it never blocks a reader or the writer,
-/// and copies each page once however often it changed meanwhile.
+/// the writer stalled on every fill (MEASUREMENTS.md, “Scale”). The store turns that off
+/// (`PRAGMA wal_autocheckpoint = 0` on its connections) and this runs a passive checkpoint every ``interval`` instead:
+/// it never blocks a reader or the writer, and copies each page once however often it changed meanwhile.
 ///
 /// A passive checkpoint alone does not bound the log's file. SQLite starts the log again from its beginning only when
 /// a write begins with every frame already copied, and under writes without a pause (a busy service, or the
@@ -29,12 +29,12 @@ import Synchronization
 /// checkpoint that cannot finish (a long read in another process) is retried at the next tick; closing the store's
 /// last connection checkpoints whatever remains.
 ///
-/// SQLite syncs the database file after a checkpoint only when the checkpoint copied the whole log, which a passive
-/// one under steady writes never does: the pages it copied stayed dirty in the kernel until the restarting checkpoint
+/// SQLite syncs the database file after a checkpoint only when the checkpoint copied the whole log, which a passive one
+/// under steady writes never does: the pages it copied stayed dirty in the kernel until the restarting checkpoint
 /// synced them, on the writer. With a million keys that was 80–100 ms of writeback every few seconds, with every write
-/// waiting (README, “Scale”). So after a passive checkpoint that copied pages, this syncs the database file itself
-/// (`fdatasync` on a descriptor of its own, on its own thread), and the restart's sync finds little left to write.
-/// It adds no durability and takes none away: SQLite's own syncs stay where they were.
+/// waiting (MEASUREMENTS.md, “Scale”). So after a passive checkpoint that copied pages, this syncs the database file
+/// itself (`fdatasync` on a descriptor of its own, on its own thread), and the restart's sync finds little left to
+/// write. It adds no durability and takes none away: SQLite's own syncs stay where they were.
 ///
 /// A checkpoint that fails (the file unreadable, the disk full) or a sync that fails is logged at `warning`: the first
 /// of a run of failures, then once a minute while they last, and a `notice` when checkpoints succeed again. Until

@@ -69,7 +69,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             // A fleet's keys are read in no particular order: each connection caches up to 8 MiB of pages (the
             // interior pages of the tables and indexes stay; SQLite's default is 2 MiB), the rest is read from the
             // kernel's page cache. Not memory-mapped: the file grows as counters do, and SQLite then unmaps and maps
-            // it again at the next read transaction of every connection (README, “Scale”).
+            // it again at the next read transaction of every connection (MEASUREMENTS.md, “Scale”).
             try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)")
         }
         // The database holds keys and receipts: created 0600 before SQLite opens it, so that it and the WAL and
