@@ -34,7 +34,10 @@ import Synchronization
 /// synced them, on the writer. With a million keys that was 80–100 ms of writeback every few seconds, with every write
 /// waiting (MEASUREMENTS.md, “Scale”). So after a passive checkpoint that copied pages, this syncs the database file
 /// itself (`fdatasync` on a descriptor of its own, on its own thread), and the restart's sync finds little left to
-/// write. It adds no durability and takes none away: SQLite's own syncs stay where they were.
+/// write. It adds no durability and takes none away: SQLite's own syncs stay where they were. That sync can itself take
+/// a tenth of a second with a million keys' random pages, and what the writer added meanwhile was left to the restart,
+/// on the writer: so before a restart, up to ``catchUpRounds`` more passive rounds (each with its sync) copy what came
+/// during the one before, until one finds fewer than ``catchUpPages`` new pages.
 ///
 /// A checkpoint that fails (the file unreadable, the disk full) or a sync that fails is logged at `warning`: the first
 /// of a run of failures, then once a minute while they last, and a `notice` when checkpoints succeed again. Until
@@ -75,6 +78,11 @@ package final class SQLiteCheckpointer: Sendable {
     private let state = Mutex(State())
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(250)
+    /// Passive rounds at most before a restart, each catching up with what the writer added during the one before.
+    static let catchUpRounds = 4
+    /// New pages in the log below which a catch-up round is the last: about a sixtieth of a second of a million-key
+    /// fleet's writes on a small machine, which the restart then copies and syncs on the writer.
+    static let catchUpPages: Int32 = 64
     /// How long a restarting checkpoint waits for the write in progress and the log's readers (it retries at the next
     /// tick after that).
     static let busyTimeout: TimeInterval = 0.1
@@ -179,38 +187,54 @@ package final class SQLiteCheckpointer: Sendable {
                 state.handle = try SQLiteAppAttestStore.openConnection(
                     path: path, busyTimeout: Self.busyTimeout, setup: "SELECT count(*) FROM sqlite_master")
             }
-            let passive: (ran: Bool, log: Int32, copied: Int32)
-            do throws(StoreError) { passive = try walCheckpoint(state.handle, SQLITE_CHECKPOINT_PASSIVE) } catch {
-                // SQLite failed on this connection: the next tick opens another.
-                sqlite3_close_v2(state.handle)
-                state.handle = nil
-                throw error
-            }
-            let (log, copied) = (passive.log, passive.copied)
+            var (ran, log, copied) = try passiveRound(&state)
             // BUSY (another process's checkpoint holds the lock): nothing copied; the next tick tries again.
-            guard passive.ran else { return (Int(log), Int(copied), false) }
-            if copied == log {
-                // The whole log copied: SQLite synced the file itself.
-                state.synced = copied
-            } else if copied > 0, copied != state.synced {
-                if state.file < 0 { state.file = open(path, O_RDONLY | O_CLOEXEC) }
-                // A failure is reported (``backgroundCheckpoint()``) but fails nothing: SQLite's own sync of the
-                // file, at the restart or when the log is wholly copied, is the one that counts.
-                if state.file >= 0, (state.syncOverride ?? Self.sync)(state.file) {
-                    state.synced = copied
-                    state.syncs += 1
-                    state.syncFailing = 0
-                } else {
-                    state.syncFailing += 1
-                    state.syncFailure = "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
-                }
-            }
+            guard ran else { return (Int(log), Int(copied), false) }
             guard Int(log) >= restartPages else { return (Int(log), Int(copied), false) }
+            // The restart holds the writer while it copies and syncs what the writer added since this round began:
+            // with a large fleet, this round's sync alone can take a tenth of a second, hundreds of pages written
+            // meanwhile. So first catch up here, off the writer, until a round finds few new pages.
+            for _ in 0..<Self.catchUpRounds {
+                let before = log
+                (ran, log, copied) = try passiveRound(&state)
+                guard ran, log - before > Self.catchUpPages else { break }
+            }
             let (restarted, restartLog, restartCopied) = try restart()
             // The log starts again: its frames are counted from the beginning.
             if restarted { state.synced = 0 }
             return (restartLog, restartCopied, restarted)
         }
+    }
+
+    /// A passive checkpoint, then a sync of the database file when it copied pages but not the whole log (SQLite
+    /// syncs the file itself then): whether it ran, the log's pages, and how many of them are in the database file.
+    private func passiveRound(_ state: inout State) throws(StoreError) -> (ran: Bool, log: Int32, copied: Int32) {
+        let passive: (ran: Bool, log: Int32, copied: Int32)
+        do throws(StoreError) { passive = try walCheckpoint(state.handle, SQLITE_CHECKPOINT_PASSIVE) } catch {
+            // SQLite failed on this connection: the next tick opens another.
+            sqlite3_close_v2(state.handle)
+            state.handle = nil
+            throw error
+        }
+        let (log, copied) = (passive.log, passive.copied)
+        guard passive.ran else { return passive }
+        if copied == log {
+            // The whole log copied: SQLite synced the file itself.
+            state.synced = copied
+        } else if copied > 0, copied != state.synced {
+            if state.file < 0 { state.file = open(path, O_RDONLY | O_CLOEXEC) }
+            // A failure is reported (``backgroundCheckpoint()``) but fails nothing: SQLite's own sync of the file, at
+            // the restart or when the log is wholly copied, is the one that counts.
+            if state.file >= 0, (state.syncOverride ?? Self.sync)(state.file) {
+                state.synced = copied
+                state.syncs += 1
+                state.syncFailing = 0
+            } else {
+                state.syncFailing += 1
+                state.syncFailure = "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
+            }
+        }
+        return passive
     }
 
     /// The restarting checkpoint, on the writer's connection between two writes: whether the next write starts the

@@ -347,6 +347,56 @@ struct SQLiteKeyReadTests {
         }
     }
 
+    /// Before a restart, which holds the writer while it copies and syncs what the log gained since the last passive
+    /// checkpoint, passive rounds catch up off the writer until one finds few new pages: a slow sync of the database
+    /// file (a million keys' worth of random pages) no longer leaves its writes to the restart. Here the first round's
+    /// sync writes 100 pages through another connection, the way the writer goes on meanwhile.
+    @Test("before restarting the log, passive rounds catch up with what was written during the last one's sync")
+    func catchUpBeforeRestart() async throws {
+        try await Self.withStore(checkpoints: false, restartPages: 16) { store, path in
+            for index in 0..<40 {
+                _ = try await store.insertKey(TestKeys.record(6_000 + index), maximumKeysPerUser: nil)
+            }
+            var reader: OpaquePointer?
+            var writer: OpaquePointer?
+            #expect(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
+            #expect(sqlite3_open_v2(path, &writer, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
+            defer {
+                sqlite3_close_v2(reader)
+                sqlite3_close_v2(writer)
+            }
+            sqlite3_busy_timeout(writer, 10_000)
+            let setup = "PRAGMA wal_autocheckpoint = 0; CREATE TABLE filler (b BLOB);"
+            #expect(sqlite3_exec(writer, setup, nil, nil, nil) == SQLITE_OK)
+            // A snapshot holds the last frames back, so that each round copies part of the log and syncs it itself.
+            #expect(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil) == SQLITE_OK)
+            #expect(sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(8192))", nil, nil, nil) == SQLITE_OK)
+            nonisolated(unsafe) let connections = (reader: reader, writer: writer)
+            let syncs = Mutex(0)
+            store.checkpointer.replaceSync { file in
+                let call = syncs.withLock { count in
+                    count += 1
+                    return count
+                }
+                let (reader, writer) = connections
+                _ = sqlite3_exec(reader, "COMMIT", nil, nil, nil)
+                if call == 1 {
+                    // The writer goes on during this sync: 100 pages, the snapshot again after half of them.
+                    _ = sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(200000))", nil, nil, nil)
+                    _ = sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil)
+                    _ = sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(200000))", nil, nil, nil)
+                }
+                return fsync(file) == 0
+            }
+            let result = try store.checkpointer.checkpoint()
+            // The second round copied what the first one's sync let through, up to the snapshot, and synced it; the
+            // third found nothing new; the restart then had only the rest, and no snapshot to wait for.
+            #expect(syncs.withLock { $0 } == 2)
+            #expect(result.restarted, "\(result)")
+            #expect(result.checkpointedPages == result.logPages, "\(result)")
+        }
+    }
+
     /// Eight tasks insert without a pause, so that a write is always queued: a passive checkpoint alone never saw the
     /// writer begin with the whole log copied, and the log's file grew by every page written (gigabytes while a
     /// fleet registered). The restarting checkpoint bounds it.
