@@ -90,8 +90,8 @@ package final class SQLiteCheckpointer: Sendable {
     /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` by default, in the file's pages): bounding the file to about
     /// that plus what is written in one ``interval``. Each restart holds the writer for the restarting checkpoint,
     /// most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a fleet of thousands of keys,
-    /// 80–300 ms for a million, whose counters each dirty a page of their own (README, “Scale”). A larger log
-    /// restarts less often.
+    /// tens of milliseconds and up to about 220 ms for a million, whose counters each dirty a page of their own
+    /// (README, “Scale”). A larger log restarts less often.
     package let restartPages: Int
     /// The store's writer, on whose connection the restarting checkpoint runs, and that connection's busy timeout (the
     /// checkpoint waits for readers for ``busyTimeout`` only, then gives the connection its own back).

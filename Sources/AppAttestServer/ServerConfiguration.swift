@@ -178,9 +178,9 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// receipt's risk metric made through another instance is seen here.
     public var keyCacheMaxAgeSeconds: Double = 30
     /// On SQLite, the size in MiB of the write-ahead log from which the store starts it again from its beginning (1 to
-    /// 65,536). Each restart holds writes while SQLite syncs what is left to copy (80–300 ms for a million keys on a
-    /// small virtual machine's disk): a larger value makes those pauses rarer, not shorter, and lets the log's file
-    /// grow to about that size under sustained writes (README, “Scale”).
+    /// 65,536). Each restart holds writes while SQLite syncs what is left to copy (tens of milliseconds, up to about
+    /// 220 ms, for a million keys on a small virtual machine's disk): a larger value makes those pauses rarer, not
+    /// shorter, and lets the log's file grow to about that size under sustained writes (README, “Scale”).
     public var sqliteLogRestartMiB: Int = 64
     /// `enforce` (refusals are answered) or `report` (every check runs, refusals are recorded, requests go through),
     /// for App IDs that do not say.
