@@ -37,7 +37,8 @@ import Synchronization
 /// write. It adds no durability and takes none away: SQLite's own syncs stay where they were. That sync can itself take
 /// a tenth of a second with a million keys' random pages, and what the writer added meanwhile was left to the restart,
 /// on the writer: so before a restart, up to ``catchUpRounds`` more passive rounds (each with its sync) copy what came
-/// during the one before, until one finds fewer than ``catchUpPages`` new pages.
+/// during the one before, until one finds at most ``catchUpPages`` new pages. A tick that restarts holds the
+/// checkpointer (and ``stop()``) for those rounds too: up to a second or so on a slow disk.
 ///
 /// A checkpoint that fails (the file unreadable, the disk full) or a sync that fails is logged at `warning`: the first
 /// of a run of failures, then once a minute while they last, and a `notice` when checkpoints succeed again. Until
@@ -58,9 +59,25 @@ package final class SQLiteCheckpointer: Sendable {
         /// description until a background checkpoint reports it.
         var syncFailing = 0
         var syncFailure: String?
+        /// What the rounds of the checkpoint under way made of their syncs: the last failure's description, and
+        /// whether one succeeded (``settleSyncs()`` counts them once, as one checkpoint's).
+        var roundSyncFailure: String?
+        var roundSynced = false
         var stopped = false
         /// Syncs the database file in place of `fdatasync` (tests: a sync that fails).
         var syncOverride: (@Sendable (Int32) -> Bool)?
+
+        /// Counts the syncs of one checkpoint, however many rounds it ran, as one: a failure in any round is one more
+        /// failure of the run (so that the first of a run is the one reported), else a success ends the run.
+        mutating func settleSyncs() {
+            if let failure = roundSyncFailure {
+                syncFailing += 1
+                syncFailure = failure
+            } else if roundSynced {
+                syncFailing = 0
+            }
+            (roundSyncFailure, roundSynced) = (nil, false)
+        }
 
         /// Closes the connection and the descriptor, if open.
         mutating func release() {
@@ -79,16 +96,16 @@ package final class SQLiteCheckpointer: Sendable {
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(250)
     /// Passive rounds at most before a restart, each catching up with what the writer added during the one before.
-    static let catchUpRounds = 4
-    /// New pages in the log below which a catch-up round is the last: about a sixtieth of a second of a million-key
-    /// fleet's writes on a small machine, which the restart then copies and syncs on the writer.
+    package static let catchUpRounds = 4
+    /// New pages in the log at or below which a catch-up round is the last: about 20 ms of a million-key fleet's writes
+    /// on a small machine, which the restart then copies and syncs on the writer.
     static let catchUpPages: Int32 = 64
     /// How long a restarting checkpoint waits for the write in progress and the log's readers (it retries at the next
     /// tick after that).
     static let busyTimeout: TimeInterval = 0.1
     /// The log's size, in pages, from which a checkpoint also makes the next write start the log again
     /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` by default, in the file's pages): bounding the file to about
-    /// that plus what is written in one ``interval``. Each restart holds the writer for the restarting checkpoint,
+    /// that plus what is written in one ``interval`` and during the catch-up rounds before a restart. Each restart holds the writer for the restarting checkpoint,
     /// most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a fleet of thousands of keys,
     /// tens of milliseconds and up to about 220 ms for a million, whose counters each dirty a page of their own
     /// (README, “Scale”). A larger log restarts less often.
@@ -174,12 +191,15 @@ package final class SQLiteCheckpointer: Sendable {
         state.withLock { $0.release() }
     }
 
-    /// One checkpoint now, passive, then restarting when the log holds ``restartPages`` or more: the pages of the log,
-    /// how many of them are in the database file after it, and whether the next write starts the log again.
+    /// One checkpoint now, passive, then restarting when the log holds ``restartPages`` or more (after up to
+    /// ``catchUpRounds`` more passive rounds, until one finds at most ``catchUpPages`` new pages): the pages of the log,
+    /// how many of them are in the database file after it (the restart's figures when it ran), and whether the next
+    /// write starts the log again.
     @discardableResult
     package func checkpoint() throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) {
         try state.withLock { state throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) in
             guard !state.stopped else { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
+            defer { state.settleSyncs() }
             if state.handle == nil {
                 // A connection learns that the file is in WAL mode when it first reads it: until then it has no log
                 // to checkpoint.
@@ -197,7 +217,9 @@ package final class SQLiteCheckpointer: Sendable {
             for _ in 0..<Self.catchUpRounds {
                 let before = log
                 (ran, log, copied) = try passiveRound(&state)
-                guard ran, log - before > Self.catchUpPages else { break }
+                // BUSY, or the log started again meanwhile (another process restarted it): no restart now.
+                guard ran, log >= before else { return (Int(log), Int(copied), false) }
+                guard log - before > Self.catchUpPages else { break }
             }
             let (restarted, restartLog, restartCopied) = try restart()
             // The log starts again: its frames are counted from the beginning.
@@ -228,10 +250,10 @@ package final class SQLiteCheckpointer: Sendable {
             if state.file >= 0, (state.syncOverride ?? Self.sync)(state.file) {
                 state.synced = copied
                 state.syncs += 1
-                state.syncFailing = 0
+                state.roundSynced = true
             } else {
-                state.syncFailing += 1
-                state.syncFailure = "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
+                state.roundSyncFailure =
+                    "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
             }
         }
         return passive

@@ -347,54 +347,105 @@ struct SQLiteKeyReadTests {
         }
     }
 
+    /// What the writer does during the syncs of `catchUp(writingDuring:failing:)`'s checkpoint.
+    enum CatchUpWriter: Sendable, CustomTestStringConvertible {
+        /// 100 pages during the first sync only.
+        case firstSync
+        /// 100 pages during every sync.
+        case everySync
+
+        var testDescription: String { self == .firstSync ? "writes during the first sync" : "writes during every sync" }
+    }
+
     /// Before a restart, which holds the writer while it copies and syncs what the log gained since the last passive
     /// checkpoint, passive rounds catch up off the writer until one finds few new pages: a slow sync of the database
-    /// file (a million keys' worth of random pages) no longer leaves its writes to the restart. Here the first round's
-    /// sync writes 100 pages through another connection, the way the writer goes on meanwhile.
-    @Test("before restarting the log, passive rounds catch up with what was written during the last one's sync")
-    func catchUpBeforeRestart() async throws {
-        try await Self.withStore(checkpoints: false, restartPages: 16) { store, path in
+    /// file (a million keys' worth of random pages) no longer leaves its writes to the restart. Here syncs write 100
+    /// pages through another connection, the way the writer goes on meanwhile: once (one round more, then the restart),
+    /// or always (the rounds stop at their bound, then the restart).
+    @Test(
+        "before restarting the log, passive rounds catch up with what was written during the last one's sync",
+        arguments: [CatchUpWriter.firstSync, .everySync])
+    func catchUpBeforeRestart(writer writes: CatchUpWriter) async throws {
+        let syncs = try await Self.catchUp(writingDuring: writes, failing: false)
+        #expect(syncs.calls == (writes == .firstSync ? 2 : 1 + SQLiteCheckpointer.catchUpRounds))
+        // The restart had only what the last round's sync let through, and no snapshot to wait for.
+        let result = try #require(syncs.result)
+        #expect(result.restarted, "\(result)")
+        #expect(result.checkpointedPages == result.logPages, "\(result)")
+    }
+
+    /// The catch-up rounds' syncs are one checkpoint's: when they all fail, that is one failure of the run, reported
+    /// as the first (counted per round, the run's first warning was skipped).
+    @Test("syncs that fail in a checkpoint's catch-up rounds are one failure, reported once")
+    func failedCatchUpSyncsAreOneFailure() async throws {
+        let records = LogRecords()
+        let syncs = try await Self.catchUp(writingDuring: .everySync, failing: true, logger: records.logger)
+        #expect(syncs.calls == 1 + SQLiteCheckpointer.catchUpRounds)
+        let warnings = records.messages(at: .warning).filter { $0.contains("syncing the checkpointed") }
+        #expect(warnings.count == 1, "\(warnings)")
+        #expect(warnings.first?.contains("Input/output error") == true, "\(warnings)")
+    }
+
+    /// One checkpoint of a log past its restart size (16 pages), each partial copy's sync replaced: `writes` says when
+    /// the sync also writes 100 pages through another connection (a snapshot taken halfway, so that the next round
+    /// copies part of them and syncs again), `failing` whether it fails with EIO. A failing one runs as the timer's
+    /// checkpoint (which reports), and has no result.
+    private static func catchUp(
+        writingDuring writes: CatchUpWriter, failing: Bool,
+        logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) async throws -> (calls: Int, result: (logPages: Int, checkpointedPages: Int, restarted: Bool)?) {
+        var outcome: (calls: Int, result: (logPages: Int, checkpointedPages: Int, restarted: Bool)?)?
+        try await withStore(checkpoints: false, restartPages: 16, logger: logger) { store, path in
             for index in 0..<40 {
                 _ = try await store.insertKey(TestKeys.record(6_000 + index), maximumKeysPerUser: nil)
             }
             var reader: OpaquePointer?
             var writer: OpaquePointer?
-            #expect(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
-            #expect(sqlite3_open_v2(path, &writer, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
             defer {
                 sqlite3_close_v2(reader)
                 sqlite3_close_v2(writer)
             }
+            try #require(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
+            try #require(sqlite3_open_v2(path, &writer, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
             sqlite3_busy_timeout(writer, 10_000)
             let setup = "PRAGMA wal_autocheckpoint = 0; CREATE TABLE filler (b BLOB);"
-            #expect(sqlite3_exec(writer, setup, nil, nil, nil) == SQLITE_OK)
-            // A snapshot holds the last frames back, so that each round copies part of the log and syncs it itself.
-            #expect(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil) == SQLITE_OK)
-            #expect(sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(8192))", nil, nil, nil) == SQLITE_OK)
+            try #require(sqlite3_exec(writer, setup, nil, nil, nil) == SQLITE_OK)
+            // A snapshot holds the last frames back, so that the first round copies part of the log and syncs it.
+            try #require(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil) == SQLITE_OK)
+            try #require(
+                sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(8192))", nil, nil, nil) == SQLITE_OK)
             nonisolated(unsafe) let connections = (reader: reader, writer: writer)
-            let syncs = Mutex(0)
+            let calls = Mutex(0)
             store.checkpointer.replaceSync { file in
-                let call = syncs.withLock { count in
+                let call = calls.withLock { count in
                     count += 1
                     return count
                 }
                 let (reader, writer) = connections
                 _ = sqlite3_exec(reader, "COMMIT", nil, nil, nil)
-                if call == 1 {
-                    // The writer goes on during this sync: 100 pages, the snapshot again after half of them.
+                // The last round's sync, when every sync writes: no snapshot is taken again, so the restart can run.
+                if call == 1 || (writes == .everySync && call <= SQLiteCheckpointer.catchUpRounds) {
                     _ = sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(200000))", nil, nil, nil)
                     _ = sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM keys;", nil, nil, nil)
                     _ = sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(200000))", nil, nil, nil)
+                } else if writes == .everySync {
+                    _ = sqlite3_exec(writer, "INSERT INTO filler VALUES (zeroblob(400000))", nil, nil, nil)
+                }
+                guard !failing else {
+                    errno = EIO
+                    return false
                 }
                 return fsync(file) == 0
             }
-            let result = try store.checkpointer.checkpoint()
-            // The second round copied what the first one's sync let through, up to the snapshot, and synced it; the
-            // third found nothing new; the restart then had only the rest, and no snapshot to wait for.
-            #expect(syncs.withLock { $0 } == 2)
-            #expect(result.restarted, "\(result)")
-            #expect(result.checkpointedPages == result.logPages, "\(result)")
+            var result: (logPages: Int, checkpointedPages: Int, restarted: Bool)?
+            if failing {
+                store.checkpointer.backgroundCheckpoint()
+            } else {
+                result = try store.checkpointer.checkpoint()
+            }
+            outcome = (calls.withLock { $0 }, result)
         }
+        return try #require(outcome)
     }
 
     /// Eight tasks insert without a pause, so that a write is always queued: a passive checkpoint alone never saw the
