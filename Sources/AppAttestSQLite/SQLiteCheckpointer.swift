@@ -105,10 +105,10 @@ package final class SQLiteCheckpointer: Sendable {
     static let busyTimeout: TimeInterval = 0.1
     /// The log's size, in pages, from which a checkpoint also makes the next write start the log again
     /// (``SQLiteAppAttestStore/defaultLogRestartBytes`` by default, in the file's pages): bounding the file to about
-    /// that plus what is written in one ``interval`` and during the catch-up rounds before a restart. Each restart holds the writer for the restarting checkpoint,
-    /// most of it two syncs, whatever this size: 10–20 ms on a small virtual machine for a fleet of thousands of keys,
-    /// tens of milliseconds and up to about 220 ms for a million, whose counters each dirty a page of their own
-    /// (README, “Scale”). A larger log restarts less often.
+    /// that plus what is written in one ``interval`` and during the catch-up rounds before a restart. Each restart
+    /// holds the writer for the restarting checkpoint, most of it two syncs, whatever this size: 10–20 ms on a small
+    /// virtual machine for a fleet of thousands of keys, tens of milliseconds and up to about 220 ms for a million,
+    /// whose counters each dirty a page of their own (README, “Scale”). A larger log restarts less often.
     package let restartPages: Int
     /// The store's writer, on whose connection the restarting checkpoint runs, and that connection's busy timeout (the
     /// checkpoint waits for readers for ``busyTimeout`` only, then gives the connection its own back).

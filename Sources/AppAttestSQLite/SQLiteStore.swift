@@ -30,9 +30,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     ///     (``defaultLogRestartBytes``, 64 MiB), counted in the file's pages; a value below 1 MiB is taken as 1 MiB,
     ///     one above 64 GiB as 64 GiB. Each restart holds the store's writes while SQLite syncs what is left to copy:
     ///     10–20 ms for a fleet of thousands of keys, tens of milliseconds and up to about 220 ms for a million, on a
-    ///     small virtual machine's disk, where the log reached 64 MiB every five seconds at full load. A larger value makes those pauses rarer, not
-    ///     shorter, and lets the log's file grow to about that size under sustained writes (AppAttestLifecycle's
-    ///     “Running the verification service”).
+    ///     small virtual machine's disk, where the log reached 64 MiB every five seconds at full load. A larger value
+    ///     makes those pauses rarer, not shorter, and lets the log's file grow to about that size under sustained
+    ///     writes (AppAttestLifecycle's “Running the verification service”).
     ///   - logger: where the store reports what fails in the background: a checkpoint of its log, which it copies
     ///     back into the database file every 250 ms (AppAttestLifecycle's “Running the verification service”).
     ///     Nothing by default.
