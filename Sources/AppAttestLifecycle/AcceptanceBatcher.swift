@@ -14,8 +14,8 @@ import Synchronization
 /// A commit that hangs (a connection that stopped answering) does not hold every acceptance until the store's
 /// deadline: a commit that began ``defaultStallThreshold`` ago no longer counts against ``maximumFlushes``, so the next
 /// acceptance wakes another worker, which commits what is pending beside it (at most ``maximumStalledFlushes`` in
-/// flight, one per worker). What queued behind the hung commit before it counted as stalled goes with the next
-/// acceptance that arrives, or when the hung commit ends (the store's deadline bounds it).
+/// flight, one per worker). What queued behind the hung commit before it stalled goes as soon as it stalls, whether or
+/// not another acceptance arrives (``watchForStall()``).
 ///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
@@ -33,6 +33,15 @@ package final class AcceptanceBatcher: Sendable {
         var stopping: Set<Int> = []
         var lastRun = 0
         var commits: InFlight
+        /// Whether a task waits for the commit in flight to stall (``watchForStall()``).
+        var watching = false
+
+        /// Whether a watch should start for what is pending, which may not be committed now: it is marked as started.
+        mutating func startWatch() -> Bool {
+            guard !watching, !pending.isEmpty, commits.nextStall() != nil else { return false }
+            watching = true
+            return true
+        }
     }
 
     private let store: any AppAttestStore
@@ -66,13 +75,17 @@ package final class AcceptanceBatcher: Sendable {
         let queued: AssertionAcceptanceOutcome?
         do {
             queued = try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                let (enqueued, worker) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+                let (enqueued, worker, watch) = state.withLock {
+                    state -> (Bool, CheckedContinuation<Void, Never>?, Bool) in
                     // Queued only while a run that is not stopping will take it.
-                    guard state.runs > state.stopping.count else { return (false, nil) }
+                    guard state.runs > state.stopping.count else { return (false, nil, false) }
                     state.pending.append((acceptance, waiter))
-                    // A worker is woken only when it may commit; otherwise the one committing takes this next.
-                    return (true, state.commits.mayBegin() ? state.idle.popLast() : nil)
+                    // A worker is woken only when it may commit; otherwise the one committing takes this next, or,
+                    // should that commit stall first, a worker the watch wakes then.
+                    if state.commits.mayBegin() { return (true, state.idle.popLast(), false) }
+                    return (true, nil, state.startWatch())
                 }
+                if watch { Task { await self.watchForStall() } }
                 if enqueued { worker?.resume() } else { waiter.resume(returning: nil) }
             }
         } catch let error as StoreError {
@@ -177,6 +190,26 @@ package final class AcceptanceBatcher: Sendable {
                     if !waits { worker.resume() }
                 }
             }
+        }
+    }
+
+    /// Waits while what is pending may not be committed, until the commit in flight stalls, then wakes an idle worker
+    /// for it: an acceptance queued before a commit hangs waits for the stall threshold, not for the next acceptance
+    /// to arrive (on a quiet service, not until the store's deadline). Ends once nothing is pending, a worker may
+    /// take it, or none may start whatever stalls (``maximumStalledFlushes`` in flight).
+    private func watchForStall() async {
+        while true {
+            let (stall, worker) = state.withLock {
+                state -> (ContinuousClock.Instant?, CheckedContinuation<Void, Never>?) in
+                if !state.pending.isEmpty, let stall = state.commits.nextStall() { return (stall, nil) }
+                state.watching = false
+                return (nil, state.pending.isEmpty || !state.commits.mayBegin() ? nil : state.idle.popLast())
+            }
+            guard let stall else {
+                worker?.resume()
+                return
+            }
+            try? await Task.sleep(until: stall, clock: .continuous)
         }
     }
 

@@ -21,8 +21,29 @@ struct InFlight {
     func mayBegin() -> Bool {
         if started.count < limit { return true }
         guard started.count < stalledLimit else { return false }
+        return fresh(at: .now) < limit
+    }
+
+    /// Whether the one of `token` may begin again now (``restart(_:)``): fewer than `limit` others count against the
+    /// limit. A stalled one that ends while another runs may not take up the next operation beside it.
+    func mayRestart(_ token: Int) -> Bool {
         let now = ContinuousClock.now
-        return started.lazy.filter { now - $0.at < threshold }.count < limit
+        return started.lazy.filter { $0.token != token && now - $0.at < threshold }.count < limit
+    }
+
+    /// When another may begin, if none ends before: the instant enough of those counting against `limit` have
+    /// stalled. Nil when one may begin now, or when no stall could let another begin (`stalledLimit` reached).
+    func nextStall() -> ContinuousClock.Instant? {
+        guard started.count < stalledLimit, !mayBegin() else { return nil }
+        let now = ContinuousClock.now
+        let stalls = started.filter { now - $0.at < threshold }.map { $0.at + threshold }.sorted()
+        // `limit` or more count now; another may begin once all but `limit - 1` of them have stalled.
+        return stalls[stalls.count - limit]
+    }
+
+    /// How many began less than `threshold` before `now`.
+    private func fresh(at now: ContinuousClock.Instant) -> Int {
+        started.lazy.filter { now - $0.at < threshold }.count
     }
 
     /// Records one that begins now; its token ends it.

@@ -14,19 +14,28 @@ import Synchronization
 ///
 /// A read that hangs (a connection that stopped answering) does not hold every miss until the store's deadline: a
 /// read that began ``defaultStallThreshold`` ago no longer counts against ``maximumReads``, so the next miss starts
-/// another with what is pending (at most ``maximumStalledReads`` in flight). What queued behind the hung read goes
-/// with the next miss that arrives, or when the hung read ends (the store's deadline bounds it). Not on a store whose
-/// reads hold the calling thread (SQLite's: `KeyReadsHoldTheCallingThread`), where a second read
-/// would only hold a second thread.
+/// another with what is pending (at most ``maximumStalledReads`` in flight). What queued behind the hung read before it
+/// stalled is read as soon as it stalls, whether or not another miss arrives (``watchForStall()``). Not on a store whose
+/// reads hold the calling thread (SQLite's: `KeyReadsHoldTheCallingThread`), where a second read would only hold a
+/// second thread.
 package final class KeyReadBatcher: Sendable {
     typealias Waiter = CheckedContinuation<KeyRecord?, any Error>
 
     private struct State {
         var pending: [(KeyID, Waiter)] = []
         var reads: InFlight
+        /// Whether a task waits for the read in flight to stall (``watchForStall()``).
+        var watching = false
 
         /// A read slot's token when one may be taken now.
         mutating func takeSlot() -> Int? { reads.mayBegin() ? reads.begin() : nil }
+
+        /// Whether a watch should start for what is pending, which may not be read now: it is marked as started.
+        mutating func startWatch() -> Bool {
+            guard !watching, !pending.isEmpty, reads.nextStall() != nil else { return false }
+            watching = true
+            return true
+        }
     }
 
     private let store: any AppAttestStore
@@ -67,14 +76,15 @@ package final class KeyReadBatcher: Sendable {
         guard let slot else {
             do {
                 return try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                    let freed = state.withLock { state -> Int? in
+                    let (freed, watch) = state.withLock { state -> (Int?, Bool) in
                         // A read slot freed since: take it and read, rather than wait for a read nobody will start.
                         // Taken here, under the lock, so that reads in flight never exceed the limit.
-                        if let slot = state.takeSlot() { return slot }
+                        if let slot = state.takeSlot() { return (slot, false) }
                         state.pending.append((keyID, waiter))
-                        return nil
+                        return (nil, state.startWatch())
                     }
                     if let freed { Task { await self.readAlone(keyID, waiter, slot: freed) } }
+                    if watch { Task { await self.watchForStall() } }
                 }
             } catch let error as StoreError {
                 throw error
@@ -121,14 +131,21 @@ package final class KeyReadBatcher: Sendable {
         if more { Task { await self.drain(slot) } }
     }
 
-    /// Reads what is pending, batch after batch, then gives the slot back.
+    /// Reads what is pending, batch after batch, then gives the slot back. A slot whose read stalled gives it back at
+    /// once while another read counts against ``maximumReads``: that read takes what is pending when it ends (or a
+    /// watch, should it stall too), so that no more than ``maximumReads`` run that have not stalled.
     private func drain(_ slot: Int) async {
         while true {
-            let batch = state.withLock { state -> [(KeyID, Waiter)] in
+            let (batch, watch) = state.withLock { state -> ([(KeyID, Waiter)], Bool) in
+                guard state.reads.mayRestart(slot) else {
+                    state.reads.end(slot)
+                    return ([], state.startWatch())
+                }
                 let batch = take(from: &state, room: Self.maximumBatch)
                 if batch.isEmpty { state.reads.end(slot) } else { state.reads.restart(slot) }
-                return batch
+                return (batch, false)
             }
+            if watch { Task { await self.watchForStall() } }
             if batch.isEmpty { return }
             do {
                 let records = try await read(batch.map(\.0))
@@ -136,6 +153,23 @@ package final class KeyReadBatcher: Sendable {
             } catch {
                 for (_, waiter) in batch { waiter.resume(throwing: error) }
             }
+        }
+    }
+
+    /// Waits while what is pending may not be read, until the read in flight stalls, then reads it: a miss queued
+    /// before a read hangs waits for the stall threshold, not for the next miss to arrive (on a quiet service, not
+    /// until the store's deadline). Ends once nothing is pending, a read takes it, or none may start whatever stalls
+    /// (``maximumStalledReads`` in flight, or a store whose reads hold the calling thread).
+    private func watchForStall() async {
+        while true {
+            let (slot, stall) = state.withLock { state -> (Int?, ContinuousClock.Instant?) in
+                if !state.pending.isEmpty, let stall = state.reads.nextStall() { return (nil, stall) }
+                state.watching = false
+                return (state.pending.isEmpty ? nil : state.takeSlot(), nil)
+            }
+            if let slot { return await drain(slot) }
+            guard let stall else { return }
+            try? await Task.sleep(until: stall, clock: .continuous)
         }
     }
 

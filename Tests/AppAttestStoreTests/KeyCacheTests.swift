@@ -213,6 +213,97 @@ struct KeyCacheTests {
         #expect(try await first.value?.keyID == records[0].keyID)
     }
 
+    @Test(
+        "a miss queued behind a read that then hangs is read once the read stalls, though no other miss arrives",
+        .timeLimit(.minutes(1)))
+    func queuedBeforeTheStall() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<2).map { TestKeys.record(2_720 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        let open = Mutex(false)
+        let inFlight = Mutex(0)
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                guard let keyIDs else { return inFlight.withLock { $0 -= 1 } }
+                inFlight.withLock { $0 += 1 }
+                if keyIDs.contains(records[0].keyID) {
+                    while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+                }
+            })
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: .milliseconds(200))
+        let first = Task { try await batcher.key(records[0].keyID) }
+        while inFlight.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // Queued at once, long before the read in flight stalls; no miss arrives after it.
+        let (answered, queued) = try await finishes(within: .seconds(10)) {
+            try await batcher.key(records[1].keyID)?.keyID
+        }
+        #expect(answered, "the queued miss waited for the hung read")
+        #expect(inFlight.withLock { $0 } == 1, "the hung read is still in flight")
+        open.withLock { $0 = true }
+        #expect(try await queued.value == records[1].keyID)
+        #expect(try await first.value?.keyID == records[0].keyID)
+    }
+
+    @Test(
+        "a read that stalled, once it ends, does not read what is pending beside a read that has not stalled",
+        .timeLimit(.minutes(1)))
+    func stalledReadEndsBesideAFreshOne() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<4).map { TestKeys.record(2_730 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        let threshold = Duration.milliseconds(300)
+        struct Reads {
+            var inFlight = 0
+            var secondBegan: ContinuousClock.Instant?
+            var laterBegan: [ContinuousClock.Instant] = []
+        }
+        let reads = Mutex(Reads())
+        let gates = Mutex([false, false])
+        // The read of the first key hangs until its gate opens, and so does the read of the second.
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                guard let keyIDs else { return reads.withLock { $0.inFlight -= 1 } }
+                let gate = keyIDs.contains(records[0].keyID) ? 0 : keyIDs.contains(records[1].keyID) ? 1 : nil
+                reads.withLock { reads in
+                    reads.inFlight += 1
+                    if gate == 1 { reads.secondBegan = .now } else if gate == nil { reads.laterBegan.append(.now) }
+                }
+                if let gate { while !gates.withLock({ $0[gate] }) { try? await Task.sleep(for: .milliseconds(1)) } }
+            })
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: threshold)
+        let first = Task { try await batcher.key(records[0].keyID) }
+        while reads.withLock({ $0.inFlight }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // The first read stalls; the second key's read starts beside it, and the other two queue behind that one.
+        try await Task.sleep(for: threshold + .milliseconds(100))
+        let second = Task { try await batcher.key(records[1].keyID) }
+        while reads.withLock({ $0.secondBegan }) == nil { try await Task.sleep(for: .milliseconds(1)) }
+        let later = Task {
+            try await withThrowingTaskGroup(of: KeyID?.self) { group in
+                for record in records.dropFirst(2) { group.addTask { try await batcher.key(record.keyID)?.keyID } }
+                return try await group.reduce(into: Set<KeyID?>()) { $0.insert($1) }
+            }
+        }
+        // The stalled read ends while the second has not stalled.
+        try await Task.sleep(for: .milliseconds(20))
+        gates.withLock { $0[0] = true }
+        #expect(try await first.value?.keyID == records[0].keyID)
+        let (answered, _) = try await finishes(within: .seconds(10)) { try await later.value }
+        #expect(answered, "the queued misses waited for the second read to end, though it stalled")
+        #expect(try await later.value == Set(records.dropFirst(2).map(\.keyID)))
+        let observedReads = reads.withLock { $0 }
+        // Read only once the second read stalled (the observer sees a read begin a little after the batcher does).
+        let secondBegan = try #require(observedReads.secondBegan)
+        #expect(!observedReads.laterBegan.isEmpty)
+        for began in observedReads.laterBegan {
+            #expect(
+                began - secondBegan >= threshold - .milliseconds(50), "read \(began - secondBegan) after the second")
+        }
+        gates.withLock { $0[1] = true }
+        #expect(try await second.value?.keyID == records[1].keyID)
+    }
+
     /// A record for the `index`th test key.
     static func record(_ index: Int, counter: UInt32 = 0) throws -> KeyRecord {
         TestKeys.record(index, counter: counter)
