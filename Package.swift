@@ -393,7 +393,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AppAttestCommandTests",
-            dependencies: ["appattest", "appattest-dev", "AppAttestStore", "AppAttestLifecycle"],
+            dependencies: ["appattest", "appattest-dev", "AppAttestStore", "AppAttestLifecycle", "AppAttestTesting"],
             swiftSettings: strict),
         .testTarget(
             name: "AppAttestTestingTests",

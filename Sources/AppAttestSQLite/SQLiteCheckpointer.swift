@@ -59,24 +59,19 @@ package final class SQLiteCheckpointer: Sendable {
         /// description until a background checkpoint reports it.
         var syncFailing = 0
         var syncFailure: String?
-        /// What the rounds of the checkpoint under way made of their syncs: the last failure's description, and
-        /// whether one succeeded (``settleSyncs()`` counts them once, as one checkpoint's).
-        var roundSyncFailure: String?
-        var roundSynced = false
         var stopped = false
         /// Syncs the database file in place of `fdatasync` (tests: a sync that fails).
         var syncOverride: (@Sendable (Int32) -> Bool)?
 
         /// Counts the syncs of one checkpoint, however many rounds it ran, as one: a failure in any round is one more
         /// failure of the run (so that the first of a run is the one reported), else a success ends the run.
-        mutating func settleSyncs() {
-            if let failure = roundSyncFailure {
+        mutating func settle(_ syncs: RoundSyncs) {
+            if let failure = syncs.failure {
                 syncFailing += 1
                 syncFailure = failure
-            } else if roundSynced {
+            } else if syncs.synced {
                 syncFailing = 0
             }
-            (roundSyncFailure, roundSynced) = (nil, false)
         }
 
         /// Closes the connection and the descriptor, if open.
@@ -86,6 +81,14 @@ package final class SQLiteCheckpointer: Sendable {
             if file >= 0 { close(file) }
             file = -1
         }
+    }
+
+    /// What the rounds of one checkpoint made of their syncs of the database file.
+    private struct RoundSyncs {
+        /// The last failure's description, if one failed.
+        var failure: String?
+        /// Whether one succeeded.
+        var synced = false
     }
 
     private let path: String
@@ -199,7 +202,8 @@ package final class SQLiteCheckpointer: Sendable {
     package func checkpoint() throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) {
         try state.withLock { state throws(StoreError) -> (logPages: Int, checkpointedPages: Int, restarted: Bool) in
             guard !state.stopped else { throw StoreError(.unavailable, "SQLite \(path): the store is closed") }
-            defer { state.settleSyncs() }
+            var syncs = RoundSyncs()
+            defer { state.settle(syncs) }
             if state.handle == nil {
                 // A connection learns that the file is in WAL mode when it first reads it: until then it has no log
                 // to checkpoint.
@@ -207,7 +211,7 @@ package final class SQLiteCheckpointer: Sendable {
                 state.handle = try SQLiteAppAttestStore.openConnection(
                     path: path, busyTimeout: Self.busyTimeout, setup: "SELECT count(*) FROM sqlite_master")
             }
-            var (ran, log, copied) = try passiveRound(&state)
+            var (ran, log, copied) = try passiveRound(&state, &syncs)
             // BUSY (another process's checkpoint holds the lock): nothing copied; the next tick tries again.
             guard ran else { return (Int(log), Int(copied), false) }
             guard Int(log) >= restartPages else { return (Int(log), Int(copied), false) }
@@ -216,7 +220,7 @@ package final class SQLiteCheckpointer: Sendable {
             // meanwhile. So first catch up here, off the writer, until a round finds few new pages.
             for _ in 0..<Self.catchUpRounds {
                 let before = log
-                (ran, log, copied) = try passiveRound(&state)
+                (ran, log, copied) = try passiveRound(&state, &syncs)
                 // BUSY, or the log started again meanwhile (another process restarted it): no restart now.
                 guard ran, log >= before else { return (Int(log), Int(copied), false) }
                 guard log - before > Self.catchUpPages else { break }
@@ -229,8 +233,11 @@ package final class SQLiteCheckpointer: Sendable {
     }
 
     /// A passive checkpoint, then a sync of the database file when it copied pages but not the whole log (SQLite
-    /// syncs the file itself then): whether it ran, the log's pages, and how many of them are in the database file.
-    private func passiveRound(_ state: inout State) throws(StoreError) -> (ran: Bool, log: Int32, copied: Int32) {
+    /// syncs the file itself then), its outcome added to `syncs`: whether it ran, the log's pages, and how many of them
+    /// are in the database file.
+    private func passiveRound(_ state: inout State, _ syncs: inout RoundSyncs) throws(StoreError)
+        -> (ran: Bool, log: Int32, copied: Int32)
+    {
         let passive: (ran: Bool, log: Int32, copied: Int32)
         do throws(StoreError) { passive = try walCheckpoint(state.handle, SQLITE_CHECKPOINT_PASSIVE) } catch {
             // SQLite failed on this connection: the next tick opens another.
@@ -250,9 +257,9 @@ package final class SQLiteCheckpointer: Sendable {
             if state.file >= 0, (state.syncOverride ?? Self.sync)(state.file) {
                 state.synced = copied
                 state.syncs += 1
-                state.roundSynced = true
+                syncs.synced = true
             } else {
-                state.roundSyncFailure =
+                syncs.failure =
                     "\(state.file < 0 ? "open" : "fdatasync"): \(String(cString: strerror(errno)))"
             }
         }

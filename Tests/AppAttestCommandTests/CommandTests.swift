@@ -1,3 +1,4 @@
+import AppAttestTesting
 import Foundation
 import Testing
 
@@ -31,13 +32,7 @@ struct CommandTests {
         process.standardError = pipe
         try process.run()
         // Read and waited for off Swift's cooperative pool, whose threads (one per core) every other suite needs.
-        let reader = pipe.fileHandleForReading
-        let data = await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: reader.readDataToEndOfFile()) }
-        }
-        while process.isRunning {
-            guard (try? await Task.sleep(for: .milliseconds(5))) != nil else { process.terminate(); break }
-        }
+        let data = await ProcessWait.output(of: process, from: pipe)
         return (Array(data), process.terminationStatus)
     }
 
