@@ -15,7 +15,7 @@ import Synchronization
 /// deadline: a commit that began ``defaultStallThreshold`` ago no longer counts against ``maximumFlushes``, so the next
 /// acceptance wakes another worker, which commits what is pending beside it (at most ``maximumStalledFlushes`` in
 /// flight, one per worker). What queued behind the hung commit before it stalled goes as soon as it stalls, whether or
-/// not another acceptance arrives (``watchForStall()``).
+/// not another acceptance arrives (``watchForStall()``), while the run is not stopping.
 ///
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
@@ -36,9 +36,10 @@ package final class AcceptanceBatcher: Sendable {
         /// Whether a task waits for the commit in flight to stall (``watchForStall()``).
         var watching = false
 
-        /// Whether a watch should start for what is pending, which may not be committed now: it is marked as started.
+        /// Whether a watch should start for what is pending: none runs, and a stall could let another begin. It is
+        /// marked as started (the watch itself finds whether one may begin at once).
         mutating func startWatch() -> Bool {
-            guard !watching, !pending.isEmpty, commits.nextStall() != nil else { return false }
+            guard !watching, !pending.isEmpty, !commits.isFull else { return false }
             watching = true
             return true
         }
@@ -81,7 +82,7 @@ package final class AcceptanceBatcher: Sendable {
                     guard state.runs > state.stopping.count else { return (false, nil, false) }
                     state.pending.append((acceptance, waiter))
                     // A worker is woken only when it may commit; otherwise the one committing takes this next, or,
-                    // should that commit stall first, a worker the watch wakes then.
+                    // should that commit stall first, a worker the watch (``watchForStall()``) wakes then.
                     if state.commits.mayBegin() { return (true, state.idle.popLast(), false) }
                     return (true, nil, state.startWatch())
                 }
@@ -150,7 +151,8 @@ package final class AcceptanceBatcher: Sendable {
     /// with something pending that may be committed wakes an idle worker for it.
     private func work(run id: Int) async {
         enum Step {
-            case commit([(AssertionAcceptance, Waiter)], token: Int)
+            /// With whether a watch starts for what this batch left pending.
+            case commit([(AssertionAcceptance, Waiter)], token: Int, watch: Bool)
             case wait
             /// With the idle worker to wake when what is pending may be committed now: a worker of another run, which
             /// no acceptance wakes while one is committing (nobody else would take what is pending).
@@ -165,13 +167,17 @@ package final class AcceptanceBatcher: Sendable {
                 if stopping, state.runs > state.stopping.count { return .leave(handingOffTo: handOff()) }
                 if state.commits.mayBegin() {
                     let batch = take(from: &state)
-                    if !batch.isEmpty { return .commit(batch, token: state.commits.begin()) }
+                    if !batch.isEmpty {
+                        let token = state.commits.begin()
+                        return .commit(batch, token: token, watch: state.startWatch())
+                    }
                 }
                 // What is pending and not taken here, the worker committing takes next: a stopping worker may go.
                 return stopping ? .leave(handingOffTo: handOff()) : .wait
             }
             switch step {
-            case .commit(let batch, let token):
+            case .commit(let batch, let token, let watch):
+                if watch { Task { await self.watchForStall() } }
                 await commit(batch)
                 state.withLock { $0.commits.end(token) }
             case .leave(let next):
@@ -180,13 +186,15 @@ package final class AcceptanceBatcher: Sendable {
             case .wait:
                 await withCheckedContinuation { (worker: CheckedContinuation<Void, Never>) in
                     // Checked under the lock that `run`'s cancellation handler and `accept` take: no wake-up is lost.
-                    let waits = state.withLock { state -> Bool in
+                    let (waits, watch) = state.withLock { state -> (Bool, Bool) in
                         guard state.pending.isEmpty || !state.commits.mayBegin(), !state.stopping.contains(id) else {
-                            return false
+                            return (false, false)
                         }
                         state.idle.append(worker)
-                        return true
+                        // What is pending waits for the commit in flight, or for its stall.
+                        return (true, state.startWatch())
                     }
+                    if watch { Task { await self.watchForStall() } }
                     if !waits { worker.resume() }
                 }
             }
@@ -195,8 +203,10 @@ package final class AcceptanceBatcher: Sendable {
 
     /// Waits while what is pending may not be committed, until the commit in flight stalls, then wakes an idle worker
     /// for it: an acceptance queued before a commit hangs waits for the stall threshold, not for the next acceptance
-    /// to arrive (on a quiet service, not until the store's deadline). Ends once nothing is pending, a worker may
-    /// take it, or none may start whatever stalls (``maximumStalledFlushes`` in flight).
+    /// to arrive (on a quiet service, not until the store's deadline). Ends once nothing is pending, once another
+    /// commit may begin (an idle worker woken for it; without one, a worker that is not idle takes it when it looks
+    /// again), or when none may begin whatever stalls (``maximumStalledFlushes`` in flight). A run that is stopping
+    /// parks no worker, so what is pending then waits for a commit to end.
     private func watchForStall() async {
         while true {
             let (stall, worker) = state.withLock {

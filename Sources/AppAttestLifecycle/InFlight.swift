@@ -19,10 +19,11 @@ struct InFlight {
 
     /// Whether another may begin now.
     func mayBegin() -> Bool {
-        if started.count < limit { return true }
-        guard started.count < stalledLimit else { return false }
-        return fresh(at: .now) < limit
+        started.count < limit || (started.count < stalledLimit && fresh(at: .now) < limit)
     }
+
+    /// Whether none may begin whatever stalls: `stalledLimit` are in flight.
+    var isFull: Bool { started.count >= stalledLimit }
 
     /// Whether the one of `token` may begin again now (``restart(_:)``): fewer than `limit` others count against the
     /// limit. A stalled one that ends while another runs may not take up the next operation beside it.
@@ -32,12 +33,14 @@ struct InFlight {
     }
 
     /// When another may begin, if none ends before: the instant enough of those counting against `limit` have
-    /// stalled. Nil when one may begin now, or when no stall could let another begin (`stalledLimit` reached).
+    /// stalled. Nil when one may begin now, or when no stall could let another begin (``isFull``).
     func nextStall() -> ContinuousClock.Instant? {
-        guard started.count < stalledLimit, !mayBegin() else { return nil }
+        guard !isFull, started.count >= limit else { return nil }
+        // One reading of the clock: which count now and when they stall are decided at the same instant.
         let now = ContinuousClock.now
         let stalls = started.filter { now - $0.at < threshold }.map { $0.at + threshold }.sorted()
-        // `limit` or more count now; another may begin once all but `limit - 1` of them have stalled.
+        // Another may begin once all but `limit - 1` of those counting have stalled; fewer than `limit`: now.
+        guard stalls.count >= limit else { return nil }
         return stalls[stalls.count - limit]
     }
 

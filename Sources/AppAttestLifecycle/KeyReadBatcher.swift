@@ -30,9 +30,10 @@ package final class KeyReadBatcher: Sendable {
         /// A read slot's token when one may be taken now.
         mutating func takeSlot() -> Int? { reads.mayBegin() ? reads.begin() : nil }
 
-        /// Whether a watch should start for what is pending, which may not be read now: it is marked as started.
+        /// Whether a watch should start for what is pending: none runs, and a stall could let another begin. It is
+        /// marked as started (the watch itself finds whether one may begin at once).
         mutating func startWatch() -> Bool {
-            guard !watching, !pending.isEmpty, reads.nextStall() != nil else { return false }
+            guard !watching, !pending.isEmpty, !reads.isFull else { return false }
             watching = true
             return true
         }
@@ -93,7 +94,11 @@ package final class KeyReadBatcher: Sendable {
             }
         }
         // This caller's key, with what is pending.
-        let others = state.withLock { take(from: &$0, room: Self.maximumBatch - 1) }
+        let (others, watch) = state.withLock { state in
+            (take(from: &state, room: Self.maximumBatch - 1), state.startWatch())
+        }
+        // More than a read holds: the rest waits for this read, or for its stall.
+        if watch { Task { await self.watchForStall() } }
         let records: [KeyID: KeyRecord]
         do {
             records = try await read([keyID] + others.map(\.0))
@@ -142,8 +147,12 @@ package final class KeyReadBatcher: Sendable {
                     return ([], state.startWatch())
                 }
                 let batch = take(from: &state, room: Self.maximumBatch)
-                if batch.isEmpty { state.reads.end(slot) } else { state.reads.restart(slot) }
-                return (batch, false)
+                if batch.isEmpty {
+                    state.reads.end(slot)
+                    return (batch, false)
+                }
+                state.reads.restart(slot)
+                return (batch, state.startWatch())
             }
             if watch { Task { await self.watchForStall() } }
             if batch.isEmpty { return }
@@ -167,7 +176,11 @@ package final class KeyReadBatcher: Sendable {
                 state.watching = false
                 return (state.pending.isEmpty ? nil : state.takeSlot(), nil)
             }
-            if let slot { return await drain(slot) }
+            if let slot {
+                // A read of its own, so that this watch ends now; what that read leaves pending starts another.
+                Task { await self.drain(slot) }
+                return
+            }
             guard let stall else { return }
             try? await Task.sleep(until: stall, clock: .continuous)
         }

@@ -246,6 +246,53 @@ struct KeyCacheTests {
     }
 
     @Test(
+        "misses beyond one read's batch, queued behind reads that hang, are read once those reads stall",
+        .timeLimit(.minutes(1)))
+    func moreThanABatchBehindHungReads() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<100).map { TestKeys.record(2_740 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        let open = Mutex(false)
+        struct Reads {
+            var count = 0
+            var inFlight = 0
+            var hung: Set<KeyID> = []
+        }
+        let reads = Mutex(Reads())
+        // The first two reads hang until the gate opens: the first miss's, then the batch read at its stall.
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                guard let keyIDs else { return reads.withLock { $0.inFlight -= 1 } }
+                let hangs = reads.withLock { reads in
+                    reads.count += 1
+                    reads.inFlight += 1
+                    guard reads.count <= 2 else { return false }
+                    reads.hung.formUnion(keyIDs)
+                    return true
+                }
+                if hangs { while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) } }
+            })
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: .milliseconds(100))
+        let first = Task { try await batcher.key(records[0].keyID) }
+        while reads.withLock({ $0.inFlight }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        let rest = records.dropFirst().map(\.keyID)
+        let misses = rest.map { keyID in Task { try await batcher.key(keyID)?.keyID } }
+        while reads.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        // More misses queued than one read holds: those the two hung reads do not hold are read once both stall.
+        let hung = reads.withLock { $0.hung }
+        #expect(rest.contains { !hung.contains($0) })
+        let (answered, _) = try await finishes(within: .seconds(10)) {
+            for (keyID, miss) in zip(rest, misses) where !hung.contains(keyID) { _ = try await miss.value }
+        }
+        #expect(answered, "the misses left after a batch waited for the hung reads")
+        #expect(reads.withLock { $0.inFlight } >= 2, "the hung reads are still in flight")
+        open.withLock { $0 = true }
+        for (keyID, miss) in zip(rest, misses) { #expect(try await miss.value == keyID) }
+        #expect(try await first.value?.keyID == records[0].keyID)
+    }
+
+    @Test(
         "a read that stalled, once it ends, does not read what is pending beside a read that has not stalled",
         .timeLimit(.minutes(1)))
     func stalledReadEndsBesideAFreshOne() async throws {
