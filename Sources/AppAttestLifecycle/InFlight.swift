@@ -19,7 +19,7 @@ struct InFlight {
 
     /// Whether another may begin now.
     func mayBegin() -> Bool {
-        started.count < limit || (started.count < stalledLimit && fresh(at: .now) < limit)
+        started.count < limit || (started.count < stalledLimit && counting(at: .now).count < limit)
     }
 
     /// Whether none may begin whatever stalls: `stalledLimit` are in flight.
@@ -28,8 +28,7 @@ struct InFlight {
     /// Whether the one of `token` may begin again now (``restart(_:)``): fewer than `limit` others count against the
     /// limit. A stalled one that ends while another runs may not take up the next operation beside it.
     func mayRestart(_ token: Int) -> Bool {
-        let now = ContinuousClock.now
-        return started.lazy.filter { $0.token != token && now - $0.at < threshold }.count < limit
+        counting(at: .now).filter { $0.token != token }.count < limit
     }
 
     /// When another may begin, if none ends before: the instant enough of those counting against `limit` have
@@ -38,15 +37,18 @@ struct InFlight {
         guard !isFull, started.count >= limit else { return nil }
         // One reading of the clock: which count now and when they stall are decided at the same instant.
         let now = ContinuousClock.now
-        let stalls = started.filter { now - $0.at < threshold }.map { $0.at + threshold }.sorted()
+        let stalls = counting(at: now).map { $0.at + threshold }.sorted()
         // Another may begin once all but `limit - 1` of those counting have stalled; fewer than `limit`: now.
         guard stalls.count >= limit else { return nil }
         return stalls[stalls.count - limit]
     }
 
-    /// How many began less than `threshold` before `now`.
-    private func fresh(at now: ContinuousClock.Instant) -> Int {
-        started.lazy.filter { now - $0.at < threshold }.count
+    /// Those that count against `limit` at `now`: begun less than `threshold` before it (lazily: `mayBegin()` runs for
+    /// every request, and counts them without a copy).
+    private func counting(at now: ContinuousClock.Instant)
+        -> LazyFilterSequence<[(token: Int, at: ContinuousClock.Instant)]>
+    {
+        started.lazy.filter { now - $0.at < threshold }
     }
 
     /// Records one that begins now; its token ends it.
