@@ -33,16 +33,9 @@ package final class AcceptanceBatcher: Sendable {
         var stopping: Set<Int> = []
         var lastRun = 0
         var commits: InFlight
-        /// Whether a task waits for the commit in flight to stall (``watchForStall()``).
-        var watching = false
 
-        /// Whether a watch should start for what is pending: none runs, and a stall could let another begin. It is
-        /// marked as started (the watch itself finds whether one may begin at once).
-        mutating func startWatch() -> Bool {
-            guard !watching, !pending.isEmpty, !commits.isFull else { return false }
-            watching = true
-            return true
-        }
+        /// Whether a watch (``watchForStall()``) should start for what is pending: it is marked as started.
+        mutating func startWatch() -> Bool { commits.startWatch(pending: !pending.isEmpty) }
     }
 
     private let store: any AppAttestStore
@@ -212,7 +205,7 @@ package final class AcceptanceBatcher: Sendable {
             let (stall, worker) = state.withLock {
                 state -> (ContinuousClock.Instant?, CheckedContinuation<Void, Never>?) in
                 if !state.pending.isEmpty, let stall = state.commits.nextStall() { return (stall, nil) }
-                state.watching = false
+                state.commits.endWatch()
                 return (nil, state.pending.isEmpty || !state.commits.mayBegin() ? nil : state.idle.popLast())
             }
             guard let stall else {

@@ -10,6 +10,8 @@ struct InFlight {
     let threshold: Duration
     private var started: [(token: Int, at: ContinuousClock.Instant)] = []
     private var lastToken = 0
+    /// Whether a task of the batcher waits for a stall, to start what is pending then (one at most).
+    private var watching = false
 
     init(limit: Int, stalledLimit: Int, threshold: Duration) {
         self.limit = limit
@@ -23,7 +25,7 @@ struct InFlight {
     }
 
     /// Whether none may begin whatever stalls: `stalledLimit` are in flight.
-    var isFull: Bool { started.count >= stalledLimit }
+    private var isFull: Bool { started.count >= stalledLimit }
 
     /// Whether the one of `token` may begin again now (``restart(_:)``): fewer than `limit` others count against the
     /// limit. A stalled one that ends while another runs may not take up the next operation beside it.
@@ -42,6 +44,18 @@ struct InFlight {
         guard stalls.count >= limit else { return nil }
         return stalls[stalls.count - limit]
     }
+
+    /// Whether a watch should start now, for a batcher with something pending (`pending`): none runs, and a stall
+    /// could let another begin. It is marked as started; the watch finds for itself whether one may begin at once
+    /// (``nextStall()`` nil, ``mayBegin()`` true), and ends with ``endWatch()``.
+    mutating func startWatch(pending: Bool) -> Bool {
+        guard !watching, pending, !isFull else { return false }
+        watching = true
+        return true
+    }
+
+    /// The watch ends: the next ``startWatch(pending:)`` may start another.
+    mutating func endWatch() { watching = false }
 
     /// Those that count against `limit` at `now`: begun less than `threshold` before it (lazily: `mayBegin()` runs for
     /// every request, and counts them without a copy).

@@ -24,19 +24,12 @@ package final class KeyReadBatcher: Sendable {
     private struct State {
         var pending: [(KeyID, Waiter)] = []
         var reads: InFlight
-        /// Whether a task waits for the read in flight to stall (``watchForStall()``).
-        var watching = false
 
         /// A read slot's token when one may be taken now.
         mutating func takeSlot() -> Int? { reads.mayBegin() ? reads.begin() : nil }
 
-        /// Whether a watch should start for what is pending: none runs, and a stall could let another begin. It is
-        /// marked as started (the watch itself finds whether one may begin at once).
-        mutating func startWatch() -> Bool {
-            guard !watching, !pending.isEmpty, !reads.isFull else { return false }
-            watching = true
-            return true
-        }
+        /// Whether a watch (``watchForStall()``) should start for what is pending: it is marked as started.
+        mutating func startWatch() -> Bool { reads.startWatch(pending: !pending.isEmpty) }
     }
 
     private let store: any AppAttestStore
@@ -173,7 +166,7 @@ package final class KeyReadBatcher: Sendable {
         while true {
             let (slot, stall) = state.withLock { state -> (Int?, ContinuousClock.Instant?) in
                 if !state.pending.isEmpty, let stall = state.reads.nextStall() { return (nil, stall) }
-                state.watching = false
+                state.reads.endWatch()
                 return (state.pending.isEmpty ? nil : state.takeSlot(), nil)
             }
             if let slot {
