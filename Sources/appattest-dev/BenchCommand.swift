@@ -10,7 +10,7 @@ import Synchronization
 import X509
 
 #if Service
-private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, BenchStore.self]
+private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, BenchStore.self, BenchKeys.self]
 #else
 private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self]
 #endif

@@ -82,7 +82,9 @@ struct LoadCommand: AsyncParsableCommand {
             // One random receipt for every key: incompressible, as a real one's signatures and certificates are.
             let receipt = receiptBytes.map { count in (0..<count).map { _ in UInt8.random(in: 0...255) } }
             for location in locations {
-                try await Self.seed(devices, into: location, receipt: receipt ?? SimulatedDevice.placeholderReceipt)
+                let seconds = try await Self.seed(
+                    devices, into: location, receipt: receipt ?? SimulatedDevice.placeholderReceipt)
+                print("seeded \(devices.count) devices in \(String(format: "%.1f", seconds)) s")
             }
             for url in urls {
                 let start = Date()
@@ -159,7 +161,11 @@ struct LoadCommand: AsyncParsableCommand {
         /// receipt authority, or bytes of a real receipt's size, `--receipt-bytes`). Through the store's own
         /// `insertKey`, so the rows and the key's `attested` event are the store's; only the attestation's verification
         /// and HTTP round trips are skipped.
-        static func seed(_ devices: [SimulatedDevice], into location: StoreLocation, receipt: [UInt8]) async throws {
+        /// - Returns: the seconds it took.
+        @discardableResult
+        static func seed(_ devices: [SimulatedDevice], into location: StoreLocation, receipt: [UInt8]) async throws
+            -> Double
+        {
             let store: any AppAttestStore
             switch location {
             case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
@@ -190,7 +196,7 @@ struct LoadCommand: AsyncParsableCommand {
                 throw error
             }
             await store.close()
-            print("seeded \(devices.count) devices in \(String(format: "%.1f", -start.timeIntervalSinceNow)) s")
+            return -start.timeIntervalSinceNow
         }
 
         func register(_ device: SimulatedDevice, url: String) async throws {
