@@ -47,6 +47,10 @@ struct BenchKeys: AsyncParsableCommand {
             throw ValidationError(
                 "need 100 ≤ keys ≤ 2,000,000, 1 ≤ clients ≤ min(1024, keys), 1 ≤ rounds ≤ 10, 1 ≤ cache < keys")
         }
+        // Every assertion is signed and held before the first pass: about 150 bytes each.
+        guard keys * 3 * rounds <= Self.maximumAssertions else {
+            throw ValidationError("keys × 3 × rounds must be at most \(Self.maximumAssertions) (the assertions held)")
+        }
         let location: StoreLocation
         var temporary: String?
         switch backend {
@@ -145,6 +149,9 @@ struct BenchKeys: AsyncParsableCommand {
                     + "miss_cost_us=\(Int((miss - hit).rounded()))")
         }
     }
+
+    /// The most assertions signed beforehand (about a gigabyte).
+    static let maximumAssertions = 6_000_000
 
     /// One pass's figures.
     struct Measurement {
