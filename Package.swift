@@ -71,7 +71,7 @@ let package = Package(
         .trait(
             name: "Service",
             description:
-                "`appattest serve`, `load`, `stand-in` and `bench store`: the verification service "
+                "`appattest serve`, `load`, `stand-in`, `bench store` and `bench keys`: the verification service "
                 + "(swift-prometheus, swift-service-lifecycle, swift-otel, and the traits it enables).",
             enabledTraits: ["SQLite", "PostgreSQL", "Hummingbird", "AppleServerAPI"]
         ),

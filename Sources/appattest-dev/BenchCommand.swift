@@ -15,11 +15,12 @@ private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self, Be
 private let benchSubcommands: [any ParsableCommand.Type] = [BenchVerify.self]
 #endif
 
-/// `appattest-dev bench [verify]` and `appattest-dev bench store` (with the Service trait).
+/// `appattest-dev bench [verify]`, and `appattest-dev bench store` and `bench keys` (with the Service trait).
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Benchmarks: verification rates (default) and, with the Service trait, the store (`bench store`).",
+        abstract:
+            "Benchmarks: verification rates (default) and, with the Service trait, the store (`bench store`) and a key cache miss (`bench keys`).",
         subcommands: benchSubcommands,
         defaultSubcommand: BenchVerify.self
     )
