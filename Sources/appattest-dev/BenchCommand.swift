@@ -313,6 +313,6 @@ struct BenchVerify: ParsableCommand {
             if clock.now >= deadline { break }
         }
         let elapsed = start.duration(to: clock.now)
-        return (count, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return (count, elapsed / .seconds(1))
     }
 }

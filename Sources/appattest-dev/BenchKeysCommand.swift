@@ -1,8 +1,6 @@
 #if Service
 import AppAttestCommandSupport
 import AppAttest
-import AppAttestPostgres
-import AppAttestSQLite
 import AppAttestStore
 import AppAttestLifecycle
 import AppAttestTesting
@@ -56,60 +54,27 @@ struct BenchKeys: AsyncParsableCommand {
             throw ValidationError(
                 "keys × (2 + 2 × rounds) must be at most \(Self.maximumAssertions) (the assertions held)")
         }
-        let location: StoreLocation
-        var temporary: String?
-        switch backend {
-        case "sqlite":
-            if let database {
-                guard case .sqlite(let path) = try StoreLocation(database) else {
-                    throw ValidationError("--backend sqlite needs --database sqlite:PATH")
-                }
-                // Its own file: a benchmark adds keys, and must not add them to a database in use.
-                guard !FileManager.default.fileExists(atPath: path) else {
-                    throw ValidationError("--database names a file that exists: give a new one")
-                }
-                location = .sqlite(path: path)
-            } else {
-                let path = FileManager.default.temporaryDirectory.appendingPathComponent(
-                    "appattest-bench-\(UUID().uuidString).sqlite"
-                ).path
-                temporary = path
-                location = .sqlite(path: path)
-            }
-        case "postgres":
-            guard let spec = database ?? ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] else {
-                throw ValidationError("give --database postgres://… or set APPATTEST_POSTGRES_URL")
-            }
-            location = try StoreLocation(spec)
-            guard case .postgres = location else { throw ValidationError("--backend postgres needs a postgres:// URL") }
-        default: throw ValidationError("--backend is sqlite or postgres")
-        }
-        defer {
-            if let temporary {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temporary + suffix) }
-            }
-        }
+        // Its own file: the bench adds keys, and must not add them to a database in use.
+        let database = try BenchDatabase(backend: backend, database: database, newFileOnly: true)
+        defer { database.removeTemporary() }
         let authority = try TestCertificateAuthority(name: "Bench")
         let appID = try AppID("BENCH12345.com.example.bench")
         let clock = ContinuousClock()
         let started = clock.now
         let devices = try (0..<keys).map { _ in try SimulatedDevice(authority: authority, appID: appID) }
-        try await LoadCommand.Prepare.seed(devices, into: location, receipt: SimulatedDevice.placeholderReceipt)
+        try await LoadCommand.Prepare.seed(
+            devices, into: database.location, receipt: SimulatedDevice.placeholderReceipt)
         // A pass that fills each service's cache, then two a round (misses, hits), each with the next counter of
         // every key; signed before any is timed.
         let clientData = BenchStore.clientData
         var passes: [[[UInt8]]] = []
         for _ in 0..<Self.passes(rounds) { passes.append(try devices.map { try $0.assert(clientData: clientData) }) }
         if !json {
-            let seconds = String(format: "%.1f", Self.seconds(started.duration(to: clock.now)))
+            let seconds = String(format: "%.1f", started.duration(to: clock.now) / .seconds(1))
             print("stored \(keys) keys and signed \(Self.passes(rounds)) assertions for each in \(seconds) s")
         }
 
-        let store: any AppAttestStore
-        switch location {
-        case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
-        case .postgres(let url): store = try await PostgresAppAttestStore.connect(url: url)
-        }
+        let store = try await database.location.open()
         let verifier = try AppAttestVerifier(
             configuration: .init(apps: [appID: [.production]], trustAnchor: authority.trustAnchor))
         let missing = AppAttestService(
@@ -200,7 +165,7 @@ struct BenchKeys: AsyncParsableCommand {
             }
             try await group.waitForAll()
         }
-        let elapsed = Self.seconds(start.duration(to: clock.now))
+        let elapsed = start.duration(to: clock.now) / .seconds(1)
         let used = Self.processCPU() - cpu
         return PassFigures(
             rate: Double(keyIDs.count) / elapsed, cpuPerAssertion: used * 1e6 / Double(keyIDs.count))
@@ -211,10 +176,6 @@ struct BenchKeys: AsyncParsableCommand {
         var time = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     static func median(_ values: [Double]) -> Double {

@@ -2,7 +2,6 @@
 import AppAttestCommandSupport
 import AppAttest
 import AppAttestPostgres
-import AppAttestSQLite
 import AppAttestStore
 import AppAttestLifecycle
 import AppAttestTesting
@@ -28,42 +27,16 @@ struct BenchStore: AsyncParsableCommand {
         guard clients >= 1, clients <= 1024, assertions >= clients, assertions <= 1_000_000 else {
             throw ValidationError("need 1 ≤ clients ≤ 1024 and clients ≤ assertions ≤ 1,000,000")
         }
+        guard ["memory", "sqlite", "postgres"].contains(backend) else {
+            throw ValidationError("--backend is memory, sqlite or postgres")
+        }
         let store: any AppAttestStore
-        // A temporary SQLite file of the bench's own, removed (with its log) when the bench ends.
-        var temporary: String?
-        switch backend {
-        case "memory": store = MemoryAppAttestStore()
-        case "sqlite":
-            let path: String
-            if let database {
-                guard case .sqlite(let given) = try StoreLocation(database) else {
-                    throw ValidationError("--backend sqlite needs --database sqlite:PATH")
-                }
-                path = given
-            } else {
-                path =
-                    FileManager.default.temporaryDirectory.appendingPathComponent(
-                        "appattest-bench-\(UUID().uuidString).sqlite"
-                    ).path
-                temporary = path
-            }
-            store = try SQLiteAppAttestStore(path: path)
-        case "postgres":
-            guard let spec = database ?? ProcessInfo.processInfo.environment["APPATTEST_POSTGRES_URL"] else {
-                throw ValidationError("give --database postgres://… or set APPATTEST_POSTGRES_URL")
-            }
-            guard case .postgres(let url) = try StoreLocation(spec) else {
-                throw ValidationError("--backend postgres needs a postgres:// URL")
-            }
-            store = try await PostgresAppAttestStore.connect(url: url)
-        default: throw ValidationError("--backend is memory, sqlite or postgres")
-        }
+        // A temporary SQLite file of the bench's own is removed (with its log) when the bench ends.
+        let onDisk =
+            backend == "memory" ? nil : try BenchDatabase(backend: backend, database: database, newFileOnly: false)
+        if let onDisk { store = try await onDisk.location.open() } else { store = MemoryAppAttestStore() }
         defer { (store as? PostgresAppAttestStore)?.shutdown() }
-        defer {
-            if let temporary {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temporary + suffix) }
-            }
-        }
+        defer { onDisk?.removeTemporary() }
         let authority = try TestCertificateAuthority(name: "Bench")
         let appID = try AppID("BENCH12345.com.example.bench")
         let service = AppAttestService(
@@ -103,10 +76,9 @@ struct BenchStore: AsyncParsableCommand {
                 return try await group.reduce(0, +)
             }
             let elapsed = start.duration(to: clock.now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            results.append((clientCount, Double(accepted) / seconds))
+            results.append((clientCount, Double(accepted) / (elapsed / .seconds(1))))
         }
-        if temporary != nil { await store.close() }
+        if onDisk?.isTemporary == true { await store.close() }
         if json {
             let fields = results.map { "\"clients\(String($0.0))\":\(Int($0.1.rounded()))" }.joined(separator: ",")
             print("{\"backend\":\"\(backend)\",\"assertions\":\(assertions),\(fields)}")

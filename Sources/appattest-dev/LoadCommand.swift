@@ -2,8 +2,6 @@
 import AppAttestCommandSupport
 import AppAttest
 import AppAttestWire
-import AppAttestPostgres
-import AppAttestSQLite
 import AppAttestStore
 import AppAttestTesting
 import ArgumentParser
@@ -166,11 +164,7 @@ struct LoadCommand: AsyncParsableCommand {
         static func seed(_ devices: [SimulatedDevice], into location: StoreLocation, receipt: [UInt8]) async throws
             -> Double
         {
-            let store: any AppAttestStore
-            switch location {
-            case .sqlite(let path): store = try SQLiteAppAttestStore(path: path)
-            case .postgres(let url): store = try await PostgresAppAttestStore.connect(url: url)
-            }
+            let store = try await location.open()
             let start = Date()
             do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
