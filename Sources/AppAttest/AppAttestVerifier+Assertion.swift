@@ -84,12 +84,7 @@ extension AppAttestVerifier {
         }
         // Step 5: an increasing counter (“Verifying assertions and counters”), or one within the policy's window.
         guard counterPolicy.admits(authData.counter, highest: key.counter) else {
-            throw AppAttestError(
-                .counterNotIncreasing,
-                counterPolicy.window == 1
-                    ? "counter \(authData.counter) is not greater than \(key.counter)"
-                    : "counter \(authData.counter) is outside the window of \(counterPolicy.window) below \(key.counter)"
-            )
+            throw counterPolicy.refusal(authData.counter, highest: key.counter)
         }
         return VerifiedAssertion(key: key, counter: authData.counter, authenticatorData: authData)
     }

@@ -35,6 +35,17 @@ extension AppAttestVerifier {
             counter > highest || (window > 1 && counter > 0 && UInt64(highest - counter) < UInt64(window))
         }
 
+        /// The verifier's error for a counter the policy does not admit (``admits(_:highest:)`` is false):
+        /// `counterNotIncreasing`. The service answers the same when the store's acceptance finds the counter below a
+        /// highest counter the service had not read (a key read without its counter, or advanced by another process).
+        package func refusal(_ counter: UInt32, highest: UInt32) -> AppAttestError {
+            AppAttestError(
+                .counterNotIncreasing,
+                window == 1
+                    ? "counter \(counter) is not greater than \(highest)"
+                    : "counter \(counter) is outside the window of \(window) below \(highest)")
+        }
+
         /// The counter state after accepting `counter` into (`highest`, `seen`), or nil when it is refused: the rule
         /// every store applies in the transaction that accepts an assertion. Bit `d - 1` of `seen` records that
         /// `highest - d` was accepted, for `d` in 1...63.

@@ -122,6 +122,14 @@ extension AppAttestService {
             throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
+            // The verifier checked the counter against the highest one this process knew: none for a key read without
+            // its counter (a cache miss on SQLite), an older one for a key another process advanced since. Against the
+            // store's highest, a counter the policy never admits gets the verifier's answer, as it would have with the
+            // counter read; only a counter within the window and already used is a replay the store alone can find.
+            guard counterPolicy.admits(verified.counter, highest: highest) else {
+                let refusal = counterPolicy.refusal(verified.counter, highest: highest)
+                throw AppAttestServiceError(.verificationFailed, refusal.reason, verification: refusal)
+            }
             throw AppAttestServiceError(.counterReplayed, "counter \(verified.counter) was already used for this key")
         case .challengeRefused(let stored):
             throw Self.challengeRefusal(

@@ -143,7 +143,7 @@ public struct AppAttestService: Sendable {
         let time = now()
         if let keyID {
             // Reservations are for keys that can use them: an unknown key's would only fill the store.
-            _ = try await liveKey(keyID)
+            _ = try await liveKey(keyID, readingRevocation: true)
         }
         let total = try await run { () async throws(StoreError) -> Int in
             try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
@@ -181,16 +181,22 @@ public struct AppAttestService: Sendable {
     }
 
     /// The key from the cache, or read from the store (and cached): `unknownKey` when there is none, `keyRevoked` when
-    /// it was revoked.
-    func liveKey(_ keyID: KeyID) async throws(AppAttestServiceError) -> KeyCache.Entry {
-        if let cached = keyCache.entry(keyID) { return cached }
+    /// it was revoked. A cache miss's read may leave the revocation unread (``KeyReadBatcher/readsCounters``): the
+    /// assertion's acceptance finds it. `readingRevocation` reads it, from the store when the cache does not know it.
+    func liveKey(_ keyID: KeyID, readingRevocation: Bool = false) async throws(AppAttestServiceError)
+        -> KeyCache.Entry
+    {
+        if let cached = keyCache.entry(keyID), cached.key.revocationRead || !readingRevocation { return cached }
+        let revocationRead = readingRevocation || keyReads.readsCounters
         guard
-            let record = try await run({ () async throws(StoreError) -> KeyRecord? in try await keyReads.key(keyID) })
+            let record = try await run({ () async throws(StoreError) -> KeyRecord? in
+                readingRevocation ? try await store.key(keyID) : try await keyReads.key(keyID)
+            })
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
         guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
-        return keyCache.insert(record)
+        return keyCache.insert(record, revocationRead: revocationRead)
     }
 
     /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,

@@ -18,10 +18,14 @@ package final class KeyCache: Sendable {
     package final class Key: Sendable {
         let record: KeyRecord
         let fetchedAt: TimeInterval
+        /// Whether the record's revocation is the one stored when it was read: false for a key read without it (a
+        /// cache miss's read on SQLite, ``KeyReadBatcher/readsCounters``), whose acceptance finds a revocation.
+        let revocationRead: Bool
 
-        init(record: KeyRecord, fetchedAt: TimeInterval) {
+        init(record: KeyRecord, fetchedAt: TimeInterval, revocationRead: Bool) {
             self.record = record
             self.fetchedAt = fetchedAt
+            self.revocationRead = revocationRead
         }
     }
 
@@ -109,10 +113,13 @@ package final class KeyCache: Sendable {
 
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
+    /// - Parameter revocationRead: false when the record was read without its counter and revocation (0 and none).
     @discardableResult
-    package func insert(_ record: KeyRecord) -> Entry {
+    package func insert(_ record: KeyRecord, revocationRead: Bool = true) -> Entry {
         let record = record.withoutReceipt
-        let entry = Entry(key: Key(record: record, fetchedAt: Self.uptime), counter: record.key.counter)
+        let entry = Entry(
+            key: Key(record: record, fetchedAt: Self.uptime, revocationRead: revocationRead),
+            counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in

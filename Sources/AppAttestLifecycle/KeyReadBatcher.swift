@@ -4,7 +4,8 @@ import Synchronization
 
 /// Coalesces the key reads of concurrent cache misses: while ``maximumReads`` reads are in flight, the keys that miss
 /// wait and are read together in the next one (``AppAttestStore/keys(withIDs:)``: one statement for all of them,
-/// without the receipts on a store that reads them apart, `KeyReadsWithoutReceipts`). A
+/// without the receipts on a store that reads them apart, `KeyReadsWithoutReceipts`, and there perhaps without the
+/// counters, ``readsCounters``). A
 /// fleet much larger than the key cache misses on nearly every request; batched, a miss costs a share of one read's
 /// round trip and thread hand-offs instead of all of them (README, “Scale”). A quiet service reads one key at a time,
 /// without delay.
@@ -60,6 +61,11 @@ package final class KeyReadBatcher: Sendable {
                         ? Self.maximumReads : Self.maximumStalledReads,
                     threshold: stallThreshold)))
     }
+
+    /// Whether the records read here carry each key's counter and revocation as stored: not on a store whose reads
+    /// without receipts leave them unread (SQLite's; ``AppAttestStore/KeyReadsWithoutReceipts``), where they are 0
+    /// and none, and the acceptance decides both.
+    package var readsCounters: Bool { leanStore?.readsCountersWithoutReceipts ?? true }
 
     /// Reads in flight at most with this store, those that stalled included.
     package var maximumInFlight: Int { state.withLock { $0.reads.stalledLimit } }

@@ -121,16 +121,23 @@ extension SQLiteAppAttestStore {
     /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
     static let selectKeys = selectKeys(receipts: true)
 
-    /// Keys' records, with their receipts or an empty blob in the receipt's place. Without receipts SQLite reads
-    /// `keys` from the index that holds every other column (`keys_without_receipts`), never a row, which a real
-    /// receipt makes about a page. Named: the planner would take the primary key's index (unique on `key_id`) and
-    /// then the row.
+    /// Keys' records, whole, or as the assertion path reads them: from `keys` alone, without the receipt (an empty
+    /// blob in its place), the counter (0) and the revocation (NULL). That read never leaves the index that holds every
+    /// column of `keys` but the receipt (`keys_without_receipts`, named: the planner would take the primary key's index
+    /// and then the row, which a real receipt makes about a page), and never reads `key_counters`, whose pages every
+    /// accepted assertion changes: the acceptance's own statement decides the counter and the revocation.
     static func selectKeys(receipts: Bool) -> String {
-        """
-        SELECT key_id, user_id, app_id, environment, public_key, counter, \(receipts ? "receipt" : "x''"), risk_metric,
-            created_at, receipt_updated_at, revoked_at
-        FROM keys \(receipts ? "" : "INDEXED BY \(keysWithoutReceiptsIndex) ")JOIN key_counters USING (key_id)
-        """
+        receipts
+            ? """
+            SELECT key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at,
+                receipt_updated_at, revoked_at
+            FROM keys JOIN key_counters USING (key_id)
+            """
+            : """
+            SELECT key_id, user_id, app_id, environment, public_key, 0, x'', risk_metric, created_at,
+                receipt_updated_at, NULL
+            FROM keys INDEXED BY \(keysWithoutReceiptsIndex)
+            """
     }
 
     /// One key's record.

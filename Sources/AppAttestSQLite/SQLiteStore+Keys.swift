@@ -72,6 +72,9 @@ extension SQLiteAppAttestStore {
         try await keys(keyIDs, receipts: true)
     }
 
+    /// False: the read never leaves `keys`' index (``selectKeys(receipts:)``), unless that index is missing.
+    package var readsCountersWithoutReceipts: Bool { !readsKeysFromIndex }
+
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
         guard readsKeysFromIndex else {
             return try await keys(keyIDs, receipts: true).map(\.withoutReceipt)

@@ -62,12 +62,16 @@ struct SQLiteKeyReadTests {
             }
             #expect(try await store.keys(withIDs: []).isEmpty)
             #expect(try await store.key(unknown[0]) == nil)
-            // The assertion path's read: the same records, each with an empty receipt.
+            // The assertion path's read: the same records from `keys` alone, each with an empty receipt, counter 0
+            // and no revocation (key_counters is not read; the acceptance decides both).
+            #expect(!store.readsCountersWithoutReceipts)
+            _ = try await store.revokeKey(TestKeys.publicKey(3).keyID, at: created)
             let lean = try await store.keysWithoutReceipts(withIDs: Array(stored.keys) + unknown)
             #expect(lean.count == 150)
             for record in lean {
                 var expected = try #require(stored[record.keyID])
                 expected.receipt = []
+                expected.key.counter = 0
                 #expect(record == expected)
             }
         }
@@ -117,6 +121,8 @@ struct SQLiteKeyReadTests {
             }
             try queue.close()
             let reopened = try SQLiteAppAttestStore(path: path)
+            // Read whole, with counters and revocations, as the store says.
+            #expect(reopened.readsCountersWithoutReceipts)
             let read = try await reopened.keysWithoutReceipts(withIDs: Array(expected.keys))
             #expect(read.count == 10)
             for record in read {

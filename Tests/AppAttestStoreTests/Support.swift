@@ -264,3 +264,20 @@ extension Backend {
         throw StoreError(.unavailable, "cannot reopen a store of a trait not built")
     }
 }
+
+/// Expects `body` to throw the service's `verificationFailed` with the verifier's `code`.
+func expectVerificationError(
+    _ code: AppAttestError.Code, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async {
+    do {
+        try await body()
+        Issue.record("expected \(code), but it succeeded. \(comment)", sourceLocation: sourceLocation)
+    } catch let error as AppAttestServiceError {
+        #expect(
+            error.code == .verificationFailed && error.verification?.code == code, "\(comment): \(error)",
+            sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error). \(comment)", sourceLocation: sourceLocation)
+    }
+}
