@@ -76,8 +76,13 @@ extension PostgresAppAttestStore {
     }
 
     typealias KeyRow = (Data, String?, String, String, Data, Int64, Data, Int64?, Double, Double, Double?)
-    static let keyColumns =
-        "key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at, receipt_updated_at, revoked_at"
+    static let keyColumns = keyColumns(receipt: "receipt")
+
+    /// The columns of a ``KeyRow``, in its order, with `receipt` in the receipt's place (a column, or an expression).
+    static func keyColumns(receipt: String) -> String {
+        "key_id, user_id, app_id, environment, public_key, counter, \(receipt), risk_metric, created_at, "
+            + "receipt_updated_at, revoked_at"
+    }
 
     public func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
         try await keys(withIDs: [keyID]).first
@@ -114,11 +119,8 @@ extension PostgresAppAttestStore {
     /// page per key.
     struct KeysWithoutReceiptsByID: KeysByIDStatement {
         static let name = "app_attest_keys_without_receipts_by_id_v1"
-        static let sql = """
-            SELECT key_id, user_id, app_id, environment, public_key, counter, ''::bytea, risk_metric, created_at,
-                receipt_updated_at, revoked_at
-            FROM app_attest_keys WHERE key_id = ANY($1::bytea[])
-            """
+        static let sql =
+            "SELECT \(keyColumns(receipt: "''::bytea")) FROM app_attest_keys WHERE key_id = ANY($1::bytea[])"
         let keyIDs: [ByteBuffer]
     }
 
