@@ -49,7 +49,7 @@ struct KeyCacheTests {
         // as if this server had known the stored counter (3), which it does from then on: the next replay is refused
         // before the store is asked.
         for replay in [second, third] {
-            await expectVerificationError(.counterNotIncreasing) {
+            await expectServiceError(.verificationFailed, verification: .counterNotIncreasing) {
                 _ = try await here.authenticateAssertion(replay, clientData: first, keyID: device.keyID)
             }
         }
@@ -79,7 +79,9 @@ struct KeyCacheTests {
             AppAttestService(verifier: harness.service.verifier, store: harness.store, counterPolicy: policy)
         }
         for counter in [10, 9, 5] {
-            await expectVerificationError(.counterNotIncreasing, "counter \(counter), strictly increasing") {
+            await expectServiceError(
+                .verificationFailed, verification: .counterNotIncreasing, "counter \(counter), strictly increasing"
+            ) {
                 _ = try await cold(.strictlyIncreasing).authenticateAssertion(
                     assertions[counter - 1], clientData: data, keyID: device.keyID)
             }
@@ -89,7 +91,7 @@ struct KeyCacheTests {
             _ = try await cold(.reorderWindow(4)).authenticateAssertion(
                 assertions[8], clientData: data, keyID: device.keyID)
         }
-        await expectVerificationError(.counterNotIncreasing, "counter 5, a window of 4") {
+        await expectServiceError(.verificationFailed, verification: .counterNotIncreasing, "counter 5, a window of 4") {
             _ = try await cold(.reorderWindow(4)).authenticateAssertion(
                 assertions[4], clientData: data, keyID: device.keyID)
         }

@@ -177,14 +177,17 @@ struct Harness {
 }
 
 func expectServiceError(
-    _ code: AppAttestServiceError.Code, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> Void
+    _ code: AppAttestServiceError.Code, verification: AppAttestError.Code? = nil, _ comment: String = "",
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void
 ) async {
     do {
         try await body()
         Issue.record("expected \(code), but it succeeded. \(comment)", sourceLocation: sourceLocation)
     } catch let error as AppAttestServiceError {
         #expect(error.code == code, "\(comment): \(error)", sourceLocation: sourceLocation)
+        if let verification {
+            #expect(error.verification?.code == verification, "\(comment): \(error)", sourceLocation: sourceLocation)
+        }
     } catch {
         Issue.record("expected \(code), got \(error). \(comment)", sourceLocation: sourceLocation)
     }
@@ -262,22 +265,5 @@ extension Backend {
         }
         #endif
         throw StoreError(.unavailable, "cannot reopen a store of a trait not built")
-    }
-}
-
-/// Expects `body` to throw the service's `verificationFailed` with the verifier's `code`.
-func expectVerificationError(
-    _ code: AppAttestError.Code, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> Void
-) async {
-    do {
-        try await body()
-        Issue.record("expected \(code), but it succeeded. \(comment)", sourceLocation: sourceLocation)
-    } catch let error as AppAttestServiceError {
-        #expect(
-            error.code == .verificationFailed && error.verification?.code == code, "\(comment): \(error)",
-            sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected \(code), got \(error). \(comment)", sourceLocation: sourceLocation)
     }
 }
