@@ -118,15 +118,18 @@ extension AppAttestService {
             keyCache.remove(keyID)
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         case .keyRevoked:
-            keyCache.remove(keyID)
+            // Remembered as revoked for the cache's age, so that its next assertions are refused before their
+            // signatures are checked or the store is asked (a revocation is never undone).
+            var revoked = entry.record
+            revoked.revokedAt = now()
+            keyCache.insert(revoked)
             throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
-            // The verifier checked the counter against the highest one this process knew: none for a key read without
-            // its counter (a cache miss on SQLite), an older one for a key another process advanced since. Against the
-            // store's highest, a counter the policy never admits gets the verifier's answer, as it would have with the
-            // counter read; only a counter within the window and already used is a replay the store alone can find.
-            guard counterPolicy.admits(verified.counter, highest: highest) else {
+            // A key read without its counter (a cache miss on SQLite) was verified against none: the answer is the
+            // one the verifier would have given with the stored highest, `counterNotIncreasing` for a counter the
+            // policy does not admit against it. A known counter keeps the store's answer, as before.
+            if !entry.counterKnown, !counterPolicy.admits(verified.counter, highest: highest) {
                 let refusal = counterPolicy.refusal(verified.counter, highest: highest)
                 throw AppAttestServiceError(.verificationFailed, refusal.reason, verification: refusal)
             }

@@ -181,22 +181,27 @@ public struct AppAttestService: Sendable {
     }
 
     /// The key from the cache, or read from the store (and cached): `unknownKey` when there is none, `keyRevoked` when
-    /// it was revoked. A cache miss's read may leave the revocation unread (``KeyReadBatcher/readsCounters``): the
-    /// assertion's acceptance finds it. `readingRevocation` reads it, from the store when the cache does not know it.
+    /// it was revoked (or this process found it revoked within the cache's age). A cache miss's read may leave the
+    /// revocation unread (``KeyReadBatcher/readsCounters``): the assertion's acceptance finds it. `readingRevocation`
+    /// reads it, from the store when the cache does not know it.
     func liveKey(_ keyID: KeyID, readingRevocation: Bool = false) async throws(AppAttestServiceError)
         -> KeyCache.Entry
     {
-        if let cached = keyCache.entry(keyID), cached.key.revocationRead || !readingRevocation { return cached }
-        let revocationRead = readingRevocation || keyReads.readsCounters
+        if let cached = keyCache.entry(keyID), cached.key.countersRead || !readingRevocation {
+            guard cached.record.revokedAt == nil else {
+                throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
+            }
+            return cached
+        }
         guard
             let record = try await run({ () async throws(StoreError) -> KeyRecord? in
-                readingRevocation ? try await store.key(keyID) : try await keyReads.key(keyID)
+                readingRevocation ? try await keyReads.keyWithCounters(keyID) : try await keyReads.key(keyID)
             })
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
         guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
-        return keyCache.insert(record, revocationRead: revocationRead)
+        return keyCache.insert(record, countersRead: readingRevocation || keyReads.readsCounters)
     }
 
     /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,

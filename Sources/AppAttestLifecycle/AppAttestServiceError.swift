@@ -24,10 +24,7 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         public static let unknownKey = Code("unknownKey")
         /// The key was revoked.
         public static let keyRevoked = Code("keyRevoked")
-        /// Another request with this counter was accepted first, found by the store: a counter within the reorder
-        /// window already used, or one accepted concurrently. A counter below what the policy admits against the
-        /// stored highest is ``verificationFailed`` with `counterNotIncreasing` instead, whether this process had read
-        /// that highest counter or only the store knew it.
+        /// Another request with this counter (or a higher one) was accepted first.
         public static let counterReplayed = Code("counterReplayed")
         /// The attestation or assertion failed verification: see ``AppAttestServiceError/verification``.
         public static let verificationFailed = Code("verificationFailed")

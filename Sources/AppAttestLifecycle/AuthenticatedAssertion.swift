@@ -7,7 +7,9 @@ public struct AuthenticatedAssertion: Sendable, Hashable {
     /// (`receipt` is empty): an assertion never reads a receipt, a real one being most of a key's bytes
     /// (``AppAttestService/key(_:)`` reads the whole record).
     public let record: KeyRecord
-    /// What the verifier returned for it.
+    /// What the verifier returned for it. Its `key.counter` is the highest counter this process knew when it verified
+    /// (0 for a key read without its counter, as SQLite's store reads a key the cache does not hold); ``record``'s is
+    /// the stored one.
     public let assertion: VerifiedAssertion
     /// The next request's challenge, stored with this assertion's counter, when it was asked for (the HTTP layer
     /// returns it in a response header).

@@ -18,14 +18,15 @@ package final class KeyCache: Sendable {
     package final class Key: Sendable {
         let record: KeyRecord
         let fetchedAt: TimeInterval
-        /// Whether the record's revocation is the one stored when it was read: false for a key read without it (a
-        /// cache miss's read on SQLite, ``KeyReadBatcher/readsCounters``), whose acceptance finds a revocation.
-        let revocationRead: Bool
+        /// Whether the record's counter and revocation are the ones stored when it was read: false for a key read
+        /// without them (a cache miss's read on SQLite, ``KeyReadBatcher/readsCounters``: counter 0, no revocation),
+        /// whose acceptance decides both.
+        let countersRead: Bool
 
-        init(record: KeyRecord, fetchedAt: TimeInterval, revocationRead: Bool) {
+        init(record: KeyRecord, fetchedAt: TimeInterval, countersRead: Bool) {
             self.record = record
             self.fetchedAt = fetchedAt
-            self.revocationRead = revocationRead
+            self.countersRead = countersRead
         }
     }
 
@@ -35,6 +36,9 @@ package final class KeyCache: Sendable {
         package var counter: UInt32
 
         package var record: KeyRecord { key.record }
+        /// Whether ``counter`` is a highest counter the key had: read with the key, or accepted since. Not for a key
+        /// read without its counter and not yet advanced (no counter 0 is ever accepted).
+        package var counterKnown: Bool { key.countersRead || counter > 0 }
         /// The key to verify an assertion with: as read, with the highest counter this process knows.
         package var attestedKey: AttestedKey {
             var attested = key.record.key
@@ -113,13 +117,12 @@ package final class KeyCache: Sendable {
 
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
-    /// - Parameter revocationRead: false when the record was read without its counter and revocation (0 and none).
+    /// - Parameter countersRead: false when the record was read without its counter and revocation (0 and none).
     @discardableResult
-    package func insert(_ record: KeyRecord, revocationRead: Bool = true) -> Entry {
+    package func insert(_ record: KeyRecord, countersRead: Bool = true) -> Entry {
         let record = record.withoutReceipt
         let entry = Entry(
-            key: Key(record: record, fetchedAt: Self.uptime, revocationRead: revocationRead),
-            counter: record.key.counter)
+            key: Key(record: record, fetchedAt: Self.uptime, countersRead: countersRead), counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in

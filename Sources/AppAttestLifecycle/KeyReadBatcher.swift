@@ -4,8 +4,8 @@ import Synchronization
 
 /// Coalesces the key reads of concurrent cache misses: while ``maximumReads`` reads are in flight, the keys that miss
 /// wait and are read together in the next one (``AppAttestStore/keys(withIDs:)``: one statement for all of them,
-/// without the receipts on a store that reads them apart, `KeyReadsWithoutReceipts`, and there perhaps without the
-/// counters, ``readsCounters``). A
+/// without the receipts on a store that reads them apart, `KeyReadsWithoutReceipts`, and without the counters on one
+/// that keeps them apart, `KeyReadsWithoutCounters`: ``readsCounters``). A
 /// fleet much larger than the key cache misses on nearly every request; batched, a miss costs a share of one read's
 /// round trip and thread hand-offs instead of all of them (README, “Scale”). A quiet service reads one key at a time,
 /// without delay.
@@ -37,6 +37,8 @@ package final class KeyReadBatcher: Sendable {
     /// The store, when it reads keys without their receipts: the assertion path uses none, and a real one is most of
     /// a key's bytes.
     private let leanStore: (any KeyReadsWithoutReceipts)?
+    /// The store, when it reads keys without their counters and revocations as well.
+    private let unchangingStore: (any KeyReadsWithoutCounters)?
     private let state: Mutex<State>
     /// Reads in flight at once: one, while the next forms. With two, PostgreSQL's reads held about 4 keys instead of
     /// 6.5 and the server spent 80 µs more CPU per assertion with 100,000 keys (MEASUREMENTS.md, “Scale”).
@@ -53,6 +55,7 @@ package final class KeyReadBatcher: Sendable {
     package init(store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold) {
         self.store = store
         leanStore = store as? any KeyReadsWithoutReceipts
+        unchangingStore = store as? any KeyReadsWithoutCounters
         state = Mutex(
             State(
                 reads: InFlight(
@@ -62,10 +65,17 @@ package final class KeyReadBatcher: Sendable {
                     threshold: stallThreshold)))
     }
 
-    /// Whether the records read here carry each key's counter and revocation as stored: not on a store whose reads
-    /// without receipts leave them unread (SQLite's; ``AppAttestStore/KeyReadsWithoutReceipts``), where they are 0
-    /// and none, and the acceptance decides both.
-    package var readsCounters: Bool { leanStore?.readsCountersWithoutReceipts ?? true }
+    /// Whether the records ``key(_:)`` reads carry each key's counter and revocation as stored: not on a store that
+    /// keeps them apart (SQLite's, `KeyReadsWithoutCounters`), where they are 0 and none, and the acceptance decides
+    /// both.
+    package var readsCounters: Bool { unchangingStore == nil }
+
+    /// The key as stored with its counter and revocation, without its receipt, or nil when there is none: on a store
+    /// whose batched reads leave them out (``readsCounters``), read on its own; otherwise as ``key(_:)`` reads it.
+    package func keyWithCounters(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        guard let unchangingStore else { return try await key(keyID) }
+        return try await unchangingStore.keysWithoutReceipts(withIDs: [keyID]).first
+    }
 
     /// Reads in flight at most with this store, those that stalled included.
     package var maximumInFlight: Int { state.withLock { $0.reads.stalledLimit } }
@@ -196,7 +206,9 @@ package final class KeyReadBatcher: Sendable {
         var seen = Set<KeyID>()
         for keyID in keyIDs where seen.insert(keyID).inserted { unique.append(keyID) }
         let records =
-            if let leanStore {
+            if let unchangingStore {
+                try await unchangingStore.keysWithoutCounters(withIDs: unique)
+            } else if let leanStore {
                 try await leanStore.keysWithoutReceipts(withIDs: unique)
             } else {
                 try await store.keys(withIDs: unique)

@@ -92,9 +92,6 @@ extension PostgresAppAttestStore {
         try await keys(KeysByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) }))
     }
 
-    /// True: a key's counter and revocation are in its row.
-    package var readsCountersWithoutReceipts: Bool { true }
-
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
         try await keys(KeysWithoutReceiptsByID(keyIDs: keyIDs.map { ByteBuffer(bytes: $0.rawValue) }))
     }

@@ -42,9 +42,9 @@ final class SQLiteKeyReader: Sendable {
         self.maximumConnections = maximumConnections
     }
 
-    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order, with their
-    /// receipts or each with an empty one; nil when every connection is busy.
-    func keys(_ keyIDs: [KeyID], receipts: Bool) throws(StoreError) -> [KeyRecord]? {
+    /// The keys among `keyIDs` that are stored (at most ``maximumKeys`` keyIds), in no particular order, with the
+    /// columns asked for; nil when every connection is busy.
+    func keys(_ keyIDs: [KeyID], _ columns: SQLiteAppAttestStore.KeyColumns) throws(StoreError) -> [KeyRecord]? {
         enum Take {
             case idle(Connection), new, busy, closed
         }
@@ -68,7 +68,7 @@ final class SQLiteKeyReader: Sendable {
             }
         }
         do {
-            let records = try connection.keys(keyIDs, receipts: receipts)
+            let records = try connection.keys(keyIDs, columns)
             giveBack(connection)
             return records
         } catch let error where error.kind == .corrupted {
@@ -107,18 +107,18 @@ final class SQLiteKeyReader: Sendable {
     }
 }
 
-/// One read-only connection and its prepared statements, two per batch size (with receipts and without). Used by
+/// One read-only connection and its prepared statements, per batch size and set of columns. Used by
 /// one thread at a time: the reader hands it out from its idle list and takes it back, so `@unchecked Sendable`
 /// holds.
 private final class Connection: @unchecked Sendable {
     private let handle: OpaquePointer
     private let path: String
-    /// By batch size, and with receipts or without.
+    /// By batch size and columns.
     private var statements: [Statement: OpaquePointer] = [:]
 
     private struct Statement: Hashable {
         let count: Int
-        let receipts: Bool
+        let columns: SQLiteAppAttestStore.KeyColumns
     }
 
     init(path: String, busyTimeout: TimeInterval) throws(StoreError) {
@@ -138,11 +138,12 @@ private final class Connection: @unchecked Sendable {
         StoreError(.unavailable, "SQLite \(path): \(what): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
-    /// The statement that reads `count` keys, with their receipts or without, prepared at its first use.
-    private func statement(_ count: Int, receipts: Bool) throws(StoreError) -> OpaquePointer {
-        let slot = Statement(count: count, receipts: receipts)
+    /// The statement that reads `count` keys' `columns`, prepared at its first use.
+    private func statement(_ count: Int, _ columns: SQLiteAppAttestStore.KeyColumns) throws(StoreError) -> OpaquePointer
+    {
+        let slot = Statement(count: count, columns: columns)
         if let statement = statements[slot] { return statement }
-        let sql = SQLiteAppAttestStore.selectKeys(count: count, receipts: receipts)
+        let sql = SQLiteAppAttestStore.selectKeys(count: count, columns)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
             let statement
@@ -151,8 +152,8 @@ private final class Connection: @unchecked Sendable {
         return statement
     }
 
-    func keys(_ keyIDs: [KeyID], receipts: Bool) throws(StoreError) -> [KeyRecord] {
-        let statement = try statement(keyIDs.count, receipts: receipts)
+    func keys(_ keyIDs: [KeyID], _ columns: SQLiteAppAttestStore.KeyColumns) throws(StoreError) -> [KeyRecord] {
+        let statement = try statement(keyIDs.count, columns)
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)

@@ -118,35 +118,54 @@ extension SQLiteAppAttestStore {
         return try explain(acceptance, in: db)
     }
 
-    /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
-    static let selectKeys = selectKeys(receipts: true)
+    /// Which of a key's columns a read returns (``selectKeys(_:)``).
+    package enum KeyColumns: Hashable, Sendable {
+        /// Every column: each row of `keys` with its counter and revocation from `key_counters`.
+        case whole
+        /// Every column but the receipt (an empty blob in its place), from the index that holds every other column
+        /// of `keys` (`keys_without_receipts`, named: the planner would take the primary key's index and then the
+        /// row, which a real receipt makes about a page).
+        case withoutReceipt
+        /// As ``withoutReceipt``, without the counter (0) and the revocation (NULL) either: the read never leaves the
+        /// index and never reads `key_counters`, whose pages every accepted assertion changes. The assertion path's
+        /// read of a key its cache does not hold: the acceptance's own statement decides both.
+        case unchanging
+    }
 
-    /// Keys' records, whole, or as the assertion path reads them: from `keys` alone, without the receipt (an empty
-    /// blob in its place), the counter (0) and the revocation (NULL). That read never leaves the index that holds every
-    /// column of `keys` but the receipt (`keys_without_receipts`, named: the planner would take the primary key's index
-    /// and then the row, which a real receipt makes about a page), and never reads `key_counters`, whose pages every
-    /// accepted assertion changes: the acceptance's own statement decides the counter and the revocation.
-    static func selectKeys(receipts: Bool) -> String {
-        receipts
-            ? """
+    /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
+    static let selectKeys = selectKeys(.whole)
+
+    /// Keys' records, with the columns asked for.
+    static func selectKeys(_ columns: KeyColumns) -> String {
+        switch columns {
+        case .whole:
+            """
             SELECT key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at,
                 receipt_updated_at, revoked_at
             FROM keys JOIN key_counters USING (key_id)
             """
-            : """
+        case .withoutReceipt:
+            """
+            SELECT key_id, user_id, app_id, environment, public_key, counter, x'', risk_metric, created_at,
+                receipt_updated_at, revoked_at
+            FROM keys INDEXED BY \(keysWithoutReceiptsIndex) JOIN key_counters USING (key_id)
+            """
+        case .unchanging:
+            """
             SELECT key_id, user_id, app_id, environment, public_key, 0, x'', risk_metric, created_at,
                 receipt_updated_at, NULL
             FROM keys INDEXED BY \(keysWithoutReceiptsIndex)
             """
+        }
     }
 
     /// One key's record.
     static let selectKey = "\(selectKeys) WHERE key_id = ?"
 
     /// The records of `count` keys, their keyIds bound in order.
-    package static func selectKeys(count: Int, receipts: Bool = true) -> String {
+    package static func selectKeys(count: Int, _ columns: KeyColumns = .whole) -> String {
         let parameters = Array(repeating: "?", count: count).joined(separator: ",")
-        return "\(selectKeys(receipts: receipts)) WHERE key_id IN (\(parameters))"
+        return "\(selectKeys(columns)) WHERE key_id IN (\(parameters))"
     }
 
     /// Why an acceptance was refused, read after its statement (in its transaction, or after the commit).

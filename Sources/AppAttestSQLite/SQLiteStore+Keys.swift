@@ -69,20 +69,21 @@ extension SQLiteAppAttestStore {
     }
 
     public func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        try await keys(keyIDs, receipts: true)
+        try await keys(keyIDs, .whole)
     }
-
-    /// False: the read never leaves `keys`' index (``selectKeys(receipts:)``), unless that index is missing.
-    package var readsCountersWithoutReceipts: Bool { !readsKeysFromIndex }
 
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        guard readsKeysFromIndex else {
-            return try await keys(keyIDs, receipts: true).map(\.withoutReceipt)
-        }
-        return try await keys(keyIDs, receipts: false)
+        guard readsKeysFromIndex else { return try await keys(keyIDs, .whole).map(\.withoutReceipt) }
+        return try await keys(keyIDs, .withoutReceipt)
     }
 
-    private func keys(_ keyIDs: [KeyID], receipts: Bool) async throws(StoreError) -> [KeyRecord] {
+    /// Without the index (``readsKeysFromIndex``), the keys whole, their counters and revocations as stored.
+    package func keysWithoutCounters(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
+        guard readsKeysFromIndex else { return try await keys(keyIDs, .whole).map(\.withoutReceipt) }
+        return try await keys(keyIDs, .unchanging)
+    }
+
+    private func keys(_ keyIDs: [KeyID], _ columns: KeyColumns) async throws(StoreError) -> [KeyRecord] {
         var records: [KeyRecord] = []
         for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
             let batch = Array(keyIDs[start..<min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)])
@@ -91,12 +92,12 @@ extension SQLiteAppAttestStore {
             // (longer only while another process holds SQLite's lock, up to the busy timeout), and the service runs
             // few such reads at once (one at a time from its `KeyReadBatcher`, and the API's odd lookup of a key).
             // When all the reader's connections are busy, or one cannot be opened, through GRDB's pool.
-            if let read = try reader.keys(batch, receipts: receipts) {
+            if let read = try reader.keys(batch, columns) {
                 records += read
                 continue
             }
             let arguments = StatementArguments(batch.map { Data($0.rawValue) })
-            let sql = Self.selectKeys(count: batch.count, receipts: receipts)
+            let sql = Self.selectKeys(count: batch.count, columns)
             records += try await read { db in try Self.fetchKeys(db, sql, arguments) }
         }
         return records

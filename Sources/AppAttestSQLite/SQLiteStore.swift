@@ -224,7 +224,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
         }
         migrator.registerMigration("v7") { db in
             // Every column of a key but its receipt, in an index: the assertion path reads its keys from the index
-            // alone (`selectKeys(receipts: false)`), never the row, which a real receipt makes about a page. A fleet
+            // alone (`selectKeys(.withoutReceipt)`), never the row, which a real receipt makes about a page. A fleet
             // far larger than the key cache reads a key for nearly every assertion (README, "Scale"). Built once, when
             // a database from before opens, reading every key's row (about the whole file).
             try db.execute(
@@ -284,5 +284,5 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     }
 }
 
-extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread, KeyReadsWithoutReceipts {}
+extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread, KeyReadsWithoutCounters {}
 #endif  // SQLite

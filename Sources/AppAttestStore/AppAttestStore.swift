@@ -139,16 +139,18 @@ package protocol KeyReadsHoldTheCallingThread: AppAttestStore {}
 /// its keys this way. A real receipt is 3.6–4.0 KB, most of a key's bytes, and a fleet far larger than the key cache
 /// reads a key for nearly every assertion (README, “Scale”): SQLite reads the other columns from an index that holds
 /// them (never the row and its receipt), PostgreSQL leaves the receipt where it stores it out of line.
-///
-/// A store that keeps the counters apart from the keys (SQLite's `key_counters`, whose pages every accepted assertion
-/// changes) may leave them unread as well: the service verifies the signature first, and the acceptance's atomic
-/// update decides the counter and the revocation in any case.
 package protocol KeyReadsWithoutReceipts: AppAttestStore {
     /// The stored keys among `keyIDs`, as ``AppAttestStore/keys(withIDs:)`` reads them but each with an empty
-    /// ``KeyRecord/receipt``; when ``readsCountersWithoutReceipts`` is false, each with counter 0 and no revocation,
-    /// whatever is stored.
+    /// ``KeyRecord/receipt``.
     func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord]
+}
 
-    /// Whether ``keysWithoutReceipts(withIDs:)`` reads each key's counter and revocation.
-    var readsCountersWithoutReceipts: Bool { get }
+/// A store that keeps each key's counter and revocation apart from the key's unchanging columns (SQLite's
+/// `key_counters`, whose pages every accepted assertion changes, so that a reader finds them changed at nearly every
+/// read): the service's assertion path reads a key it does not hold from the unchanging columns alone. It verifies
+/// the signature first, and the acceptance's atomic update decides the counter and the revocation in any case.
+package protocol KeyReadsWithoutCounters: KeyReadsWithoutReceipts {
+    /// The stored keys among `keyIDs`, as ``KeyReadsWithoutReceipts/keysWithoutReceipts(withIDs:)`` reads them but
+    /// each with counter 0 and no revocation, whatever is stored.
+    func keysWithoutCounters(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord]
 }

@@ -62,13 +62,21 @@ struct SQLiteKeyReadTests {
             }
             #expect(try await store.keys(withIDs: []).isEmpty)
             #expect(try await store.key(unknown[0]) == nil)
-            // The assertion path's read: the same records from `keys` alone, each with an empty receipt, counter 0
-            // and no revocation (key_counters is not read; the acceptance decides both).
-            #expect(!store.readsCountersWithoutReceipts)
-            _ = try await store.revokeKey(TestKeys.publicKey(3).keyID, at: created)
+            // The assertion path's read: the same records, each with an empty receipt.
             let lean = try await store.keysWithoutReceipts(withIDs: Array(stored.keys) + unknown)
             #expect(lean.count == 150)
             for record in lean {
+                var expected = try #require(stored[record.keyID])
+                expected.receipt = []
+                #expect(record == expected)
+            }
+            // A cache miss's read: the unchanging columns alone, counter 0 and no revocation whatever is stored (one
+            // key revoked to show it).
+            #expect(try await store.revokeKey(TestKeys.publicKey(3).keyID, at: created))
+            #expect(try await store.keysWithoutReceipts(withIDs: [TestKeys.publicKey(3).keyID]).first?.revokedAt != nil)
+            let unchanging = try await store.keysWithoutCounters(withIDs: Array(stored.keys) + unknown)
+            #expect(unchanging.count == 150)
+            for record in unchanging {
                 var expected = try #require(stored[record.keyID])
                 expected.receipt = []
                 expected.key.counter = 0
@@ -91,10 +99,13 @@ struct SQLiteKeyReadTests {
                         .map { $0["detail"] as String }.joined(separator: "; ")
                 }
             }
-            let lean = try plan(SQLiteAppAttestStore.selectKeys(count: 3, receipts: false))
+            let lean = try plan(SQLiteAppAttestStore.selectKeys(count: 3, .withoutReceipt))
             #expect(lean.contains("SEARCH keys USING COVERING INDEX keys_without_receipts"), "\(lean)")
+            // Without the counters, the index alone: key_counters is not read.
+            let unchanging = try plan(SQLiteAppAttestStore.selectKeys(count: 3, .unchanging))
+            #expect(unchanging == "SEARCH keys USING COVERING INDEX keys_without_receipts (key_id=?)", "\(unchanging)")
             // With receipts, the row is read: the index alone would not do.
-            let whole = try plan(SQLiteAppAttestStore.selectKeys(count: 3, receipts: true))
+            let whole = try plan(SQLiteAppAttestStore.selectKeys(count: 3, .whole))
             #expect(!whole.contains("COVERING INDEX keys_without_receipts"), "\(whole)")
             try pool.close()
         }
@@ -116,18 +127,19 @@ struct SQLiteKeyReadTests {
             await #expect(throws: (any Error).self) {
                 try await queue.read { db in
                     _ = try Row.fetchAll(
-                        db, sql: SQLiteAppAttestStore.selectKeys(count: 1, receipts: false), arguments: [Data()])
+                        db, sql: SQLiteAppAttestStore.selectKeys(count: 1, .withoutReceipt), arguments: [Data()])
                 }
             }
             try queue.close()
             let reopened = try SQLiteAppAttestStore(path: path)
-            // Read whole, with counters and revocations, as the store says.
-            #expect(reopened.readsCountersWithoutReceipts)
             let read = try await reopened.keysWithoutReceipts(withIDs: Array(expected.keys))
             #expect(read.count == 10)
             for record in read {
                 #expect(record == (try #require(expected[record.keyID])).withoutReceipt)
             }
+            // And so does a miss's read without counters: whole, with them.
+            let unchanging = try await reopened.keysWithoutCounters(withIDs: Array(expected.keys))
+            #expect(Set(unchanging) == Set(read))
             await reopened.close()
         }
     }
