@@ -135,28 +135,24 @@ extension SQLiteAppAttestStore {
     /// Keys' records: each row of `keys` with its counter and revocation from `key_counters`.
     static let selectKeys = selectKeys(.whole)
 
-    /// Keys' records, with the columns asked for.
+    /// Keys' records, with the columns asked for: one list of a record's columns, in ``keyRecord(_:)``'s order, with
+    /// what each kind of read leaves out replaced by a constant.
     static func selectKeys(_ columns: KeyColumns) -> String {
-        switch columns {
-        case .whole:
+        let (counter, receipt, revokedAt, from) =
+            switch columns {
+            case .whole: ("counter", "receipt", "revoked_at", "keys JOIN key_counters USING (key_id)")
+            case .withoutReceipt:
+                (
+                    "counter", "x''", "revoked_at",
+                    "keys INDEXED BY \(keysWithoutReceiptsIndex) JOIN key_counters USING (key_id)"
+                )
+            case .unchanging: ("0", "x''", "NULL", "keys INDEXED BY \(keysWithoutReceiptsIndex)")
+            }
+        return """
+            SELECT key_id, user_id, app_id, environment, public_key, \(counter), \(receipt), risk_metric, created_at,
+                receipt_updated_at, \(revokedAt)
+            FROM \(from)
             """
-            SELECT key_id, user_id, app_id, environment, public_key, counter, receipt, risk_metric, created_at,
-                receipt_updated_at, revoked_at
-            FROM keys JOIN key_counters USING (key_id)
-            """
-        case .withoutReceipt:
-            """
-            SELECT key_id, user_id, app_id, environment, public_key, counter, x'', risk_metric, created_at,
-                receipt_updated_at, revoked_at
-            FROM keys INDEXED BY \(keysWithoutReceiptsIndex) JOIN key_counters USING (key_id)
-            """
-        case .unchanging:
-            """
-            SELECT key_id, user_id, app_id, environment, public_key, 0, x'', risk_metric, created_at,
-                receipt_updated_at, NULL
-            FROM keys INDEXED BY \(keysWithoutReceiptsIndex)
-            """
-        }
     }
 
     /// One key's record.

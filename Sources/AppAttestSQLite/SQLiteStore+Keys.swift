@@ -73,17 +73,19 @@ extension SQLiteAppAttestStore {
     }
 
     package func keysWithoutReceipts(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        guard readsKeysFromIndex else { return try await keys(keyIDs, .whole).map(\.withoutReceipt) }
-        return try await keys(keyIDs, .withoutReceipt)
+        try await keys(keyIDs, .withoutReceipt)
     }
 
-    /// Without the index (``readsKeysFromIndex``), the keys whole, their counters and revocations as stored.
     package func keysWithoutCounters(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
-        guard readsKeysFromIndex else { return try await keys(keyIDs, .whole).map(\.withoutReceipt) }
-        return try await keys(keyIDs, .unchanging)
+        try await keys(keyIDs, .unchanging)
     }
 
+    /// The keys' `columns`; without the index that the reads without receipts name (``readsKeysFromIndex``), the keys
+    /// whole, their receipts dropped (and their counters and revocations as stored).
     private func keys(_ keyIDs: [KeyID], _ columns: KeyColumns) async throws(StoreError) -> [KeyRecord] {
+        guard columns == .whole || readsKeysFromIndex else {
+            return try await keys(keyIDs, .whole).map(\.withoutReceipt)
+        }
         var records: [KeyRecord] = []
         for start in stride(from: 0, to: keyIDs.count, by: SQLiteKeyReader.maximumKeys) {
             let batch = Array(keyIDs[start..<min(start + SQLiteKeyReader.maximumKeys, keyIDs.count)])
