@@ -24,12 +24,12 @@ package enum StoreDeadline {
         return try result.get()
     }
 
-    /// Whichever of the operation and the timer ends first resumes the caller, once, and cancels the other.
+    /// Whichever of the operation and the deadline ends first resumes the caller, once, and cancels the operation.
     private final class Race<T: Sendable>: Sendable {
         private struct State {
             var continuation: CheckedContinuation<Result<T, StoreError>, Never>?
             var work: Task<Void, Never>?
-            var timer: Task<Void, Never>?
+            var watched: DeadlineWatch.Ticket?
             var finished: Result<T, StoreError>?
         }
         private let state = Mutex(State())
@@ -47,39 +47,39 @@ package enum StoreDeadline {
                 continuation.resume(returning: early)
                 return
             }
+            let ticket = DeadlineWatch.shared.watch(until: .now + deadline) {
+                var error = StoreError(.unavailable, "\(what) did not answer within \(Self.seconds(deadline)) s")
+                error.timedOut = true
+                self.finish(.failure(error))
+            }
             let work = Task {
                 let result: Result<T, StoreError>
                 do throws(StoreError) { result = .success(try await body()) } catch { result = .failure(error) }
                 self.finish(result)
             }
-            let timer = Task {
-                guard (try? await Task.sleep(for: deadline)) != nil else { return }
-                var error = StoreError(.unavailable, "\(what) did not answer within \(Self.seconds(deadline)) s")
-                error.timedOut = true
-                self.finish(.failure(error))
-            }
             let finishedAlready = state.withLock { state -> Bool in
                 state.work = work
-                state.timer = timer
+                state.watched = ticket
                 return state.continuation == nil
             }
             if finishedAlready {
                 work.cancel()
-                timer.cancel()
+                DeadlineWatch.shared.forget(ticket)
             }
         }
 
         func finish(_ result: Result<T, StoreError>) {
             let taken = state.withLock {
-                state -> (CheckedContinuation<Result<T, StoreError>, Never>?, Task<Void, Never>?, Task<Void, Never>?) in
+                state -> (CheckedContinuation<Result<T, StoreError>, Never>?, Task<Void, Never>?, DeadlineWatch.Ticket?)
+                in
                 guard state.finished == nil else { return (nil, nil, nil) }
                 state.finished = result
-                let taken = (state.continuation, state.work, state.timer)
+                let taken = (state.continuation, state.work, state.watched)
                 state.continuation = nil
                 return taken
             }
             taken.1?.cancel()
-            taken.2?.cancel()
+            if let ticket = taken.2 { DeadlineWatch.shared.forget(ticket) }
             taken.0?.resume(returning: result)
         }
 
@@ -87,6 +87,86 @@ package enum StoreDeadline {
             let (seconds, attoseconds) = duration.components
             let value = Double(seconds) + Double(attoseconds) / 1e18
             return value == value.rounded() ? "\(Int(value))" : "\(value)"
+        }
+    }
+}
+
+/// The deadlines of every operation in flight, watched by one task that sleeps until the earliest of them, so that an
+/// operation costs a registration and its removal, not a timer of its own: a timer per operation (a task sleeping
+/// until the deadline, cancelled when the operation ends) left thousands of sleeps a second in the process's timer
+/// heap, each firing seconds later to find its task gone.
+final class DeadlineWatch: Sendable {
+    static let shared = DeadlineWatch()
+
+    /// One watched deadline, given back to ``forget(_:)`` when its operation ends first.
+    struct Ticket: Sendable {
+        fileprivate let id: UInt64
+    }
+
+    private struct Entry {
+        var deadline: ContinuousClock.Instant
+        var expire: @Sendable () -> Void
+    }
+
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var nextID: UInt64 = 0
+        /// The watching task's generation and when it wakes; nil when no task watches (nothing is in flight).
+        var watcher: (generation: UInt64, wakesAt: ContinuousClock.Instant, task: Task<Void, Never>)?
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Calls `expire` once `deadline` has passed, unless ``forget(_:)`` is called first.
+    func watch(until deadline: ContinuousClock.Instant, _ expire: @escaping @Sendable () -> Void) -> Ticket {
+        state.withLock { state in
+            state.nextID &+= 1
+            let id = state.nextID
+            state.entries[id] = Entry(deadline: deadline, expire: expire)
+            // A deadline earlier than the watcher's wake-up (a shorter bound than those in flight) needs a watcher
+            // that wakes for it; the one sleeping ends when it wakes and finds itself replaced.
+            if let watcher = state.watcher, watcher.wakesAt <= deadline { return Ticket(id: id) }
+            state.watcher?.task.cancel()
+            state.generation &+= 1
+            let generation = state.generation
+            state.watcher = (generation, deadline, Task.detached { await self.run(generation, until: deadline) })
+            return Ticket(id: id)
+        }
+    }
+
+    /// Stops watching a deadline whose operation ended.
+    func forget(_ ticket: Ticket) {
+        _ = state.withLock { $0.entries.removeValue(forKey: ticket.id) }
+    }
+
+    /// The watcher: sleeps until the earliest deadline, expires what has passed, and ends when nothing is left to
+    /// watch or a watcher for an earlier deadline replaced it.
+    private func run(_ generation: UInt64, until first: ContinuousClock.Instant) async {
+        var wakeAt: ContinuousClock.Instant? = first
+        while let instant = wakeAt {
+            try? await Task.sleep(until: instant, clock: .continuous)
+            let now = ContinuousClock.now
+            let expired = state.withLock { state -> [@Sendable () -> Void] in
+                guard state.watcher?.generation == generation else {
+                    wakeAt = nil
+                    return []
+                }
+                var expired: [@Sendable () -> Void] = []
+                var earliest: ContinuousClock.Instant?
+                for (id, entry) in state.entries {
+                    if entry.deadline <= now {
+                        expired.append(entry.expire)
+                        state.entries[id] = nil
+                    } else if earliest.map({ entry.deadline < $0 }) ?? true {
+                        earliest = entry.deadline
+                    }
+                }
+                wakeAt = earliest
+                if let earliest { state.watcher?.wakesAt = earliest } else { state.watcher = nil }
+                return expired
+            }
+            for expire in expired { expire() }
         }
     }
 }

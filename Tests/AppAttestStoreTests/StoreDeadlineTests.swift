@@ -36,6 +36,42 @@ struct StoreDeadlineTests {
             try await StoreDeadline.run(.seconds(5), "the test store") { () async throws(StoreError) -> Int in 7 } == 7)
     }
 
+    @Test(
+        "a short deadline set while a longer one is watched still fails at its own time, and each at most once",
+        .timeLimit(.minutes(1)))
+    func shorterDeadlineAfterALongerOne() async throws {
+        // Every deadline is watched by one task sleeping until the earliest: one that comes later but ends sooner
+        // must wake it earlier.
+        let pending = Mutex<[CheckedContinuation<Void, Never>]>([])
+        let never = { @Sendable () async throws(StoreError) -> Int in
+            await withCheckedContinuation { continuation in pending.withLock { $0.append(continuation) } }
+            return 1
+        }
+        let long = Task { () async -> StoreError? in
+            do throws(StoreError) {
+                _ = try await StoreDeadline.run(.seconds(40), "the slow store", never)
+                return nil
+            } catch { return error }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        do {
+            _ = try await StoreDeadline.run(.milliseconds(200), "the test store", never)
+            Issue.record("the operation was waited for")
+        } catch {
+            #expect(error.kind == .unavailable)
+            #expect(error.timedOut)
+        }
+        // Bound loose for a loaded CI machine, far below the longer deadline it would otherwise wait for.
+        #expect(ContinuousClock.now - start < .seconds(20))
+        // The longer one is still watched, and ends with its caller's cancellation, not the other's deadline.
+        long.cancel()
+        let longError = await long.value
+        #expect(longError?.kind == .unavailable)
+        #expect(longError?.timedOut == false)
+        for continuation in pending.withLock({ $0 }) { continuation.resume() }
+    }
+
     #if PostgreSQL
     @Test(
         "PostgreSQL: a request that cannot get a connection fails unavailable within the operation timeout",
