@@ -13,10 +13,11 @@
 # Each round runs every size and database in turn (so that the machine's drift falls on each alike): a fresh
 # database, the server, a /ping run, the assertion run, `load check` (every accepted counter stored), another /ping
 # run. One line per run:
-#   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M
+#   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M cpu_us=C
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
-# the run. Then per database and size the medians over the rounds, as multiples of the smallest size's:
-#   MEDIAN db=D keys=N rounds=K ratio=X p99=… (A x and B x the 1000-key run)
+# the run; cpu_us the server's CPU time (user and system, from /proc) per request of the assertion run, not the
+# database's (less moved by the machine's drift than the rates, when builds are compared). Then per database and size the medians over the rounds, as multiples of the smallest size's:
+#   MEDIAN db=D keys=N rounds=K ratio=X p99=… cpu_us=C (A x and B x the 1000-key run)
 # The script exits 1 when a counter is lost or an assertion refused. On PostgreSQL it creates and drops databases
 # (appattest_scale_seed_N, appattest_scale_run) beside the one of APPATTEST_POSTGRES_URL: its user needs CREATEDB.
 set -euo pipefail
@@ -46,6 +47,7 @@ wrk_run() { # MODE FILE: prints the RESULT line
         131072 $THREADS | grep -E '^RESULT'
 }
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # PID: user and system time, in clock ticks
 
 # A database on the PostgreSQL server of APPATTEST_POSTGRES_URL, by name, as a URL (the URL's query kept).
 pg_url() { # NAME
@@ -137,14 +139,19 @@ run() { # SIZE DB ROUND
     if [ "$REGISTER" = serve ]; then prepare "$size" --url "$URL" --token "$TOKEN"; fi
     local before result lost after rss ratio p50 p99 refused
     before="$(wrk_run ping - | rps)"
+    local ticks cpu
+    ticks="$(cpu_ticks "$SERVER")"
     result="$(wrk_run assert "$WORK/run-$size.txt")"
+    cpu="$(awk -v t0="$ticks" -v t1="$(cpu_ticks "$SERVER")" -v hz="$(getconf CLK_TCK)" \
+        -v n="$(echo "$result" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')" \
+        'BEGIN { if (n > 0) printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }')"
     lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
     after="$(wrk_run ping - | rps)"
     rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
     ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.3f", 2 * a / (b + c) }')"
     p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
     p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
-    echo "RESULT keys=$size db=$db round=$round rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss (/ping $before, $after)" \
+    echo "RESULT keys=$size db=$db round=$round rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss cpu_us=$cpu (/ping $before, $after)" \
         | tee -a "$WORK/results"
     echo "$lost"
     [ "$lost" = "LOST counter updates: 0" ] || FAILED=1
@@ -172,7 +179,7 @@ done
 awk '
     /^RESULT/ {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0
+        k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0; c[k, n[k]] = v["cpu_us"] + 0
         if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
         if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
         if (first == "" || v["keys"] + 0 < first + 0) first = v["keys"]
@@ -185,9 +192,9 @@ awk '
     END {
         for (i = 1; i <= d; i++) for (j = 1; j <= s; j++) {
             k = dbs[i] " " sizes[j]; if (!n[k]) continue
-            mr = median(r, k, n[k]); mp = median(p, k, n[k])
+            mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k])
             base = dbs[i] " " first
-            line = sprintf("MEDIAN db=%s keys=%s rounds=%d ratio=%.3f p99=%.2fms", dbs[i], sizes[j], n[k], mr, mp)
+            line = sprintf("MEDIAN db=%s keys=%s rounds=%d ratio=%.3f p99=%.2fms cpu_us=%.0f", dbs[i], sizes[j], n[k], mr, mp, mc)
             if (sizes[j] != first && n[base] && median(r, base, n[base]) > 0 && median(p, base, n[base]) > 0) {
                 line = line sprintf(" (%.3f x and %.2f x the %s-key run)", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
             }

@@ -33,6 +33,10 @@ package enum StoreDeadline {
             var finished: Result<T, StoreError>?
         }
         private let state = Mutex(State())
+        /// What ``finish(_:)`` takes from the state: whom to resume, what to cancel, what to stop watching.
+        private typealias Taken = (
+            CheckedContinuation<Result<T, StoreError>, Never>?, Task<Void, Never>?, DeadlineWatch.Ticket?
+        )
 
         func start(
             _ continuation: CheckedContinuation<Result<T, StoreError>, Never>, deadline: Duration, what: String,
@@ -69,9 +73,7 @@ package enum StoreDeadline {
         }
 
         func finish(_ result: Result<T, StoreError>) {
-            let taken = state.withLock {
-                state -> (CheckedContinuation<Result<T, StoreError>, Never>?, Task<Void, Never>?, DeadlineWatch.Ticket?)
-                in
+            let taken = state.withLock { state -> Taken in
                 guard state.finished == nil else { return (nil, nil, nil) }
                 state.finished = result
                 let taken = (state.continuation, state.work, state.watched)

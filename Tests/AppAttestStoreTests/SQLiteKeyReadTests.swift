@@ -215,7 +215,7 @@ struct SQLiteKeyReadTests {
                         sql: "UPDATE keys SET \(damage) WHERE key_id = ?", arguments: [Data(record.keyID.rawValue)])
                 }
             }
-            try await queue.close()
+            try queue.close()
             for record in records.prefix(damages.count) {
                 await #expect {
                     _ = try await store.key(record.keyID)
