@@ -9,11 +9,13 @@ import Synchronization
 /// counter stored after its request was answered 503), which is what a lost response looks like anyway; nothing is
 /// half-written, since every store operation is one transaction.
 package enum StoreDeadline {
-    /// Runs `body`; after `deadline`, cancels it and fails with ``StoreError/Code/unavailable``.
+    /// Runs `body`; after `deadline`, cancels it and fails with ``StoreError/Code/unavailable``. `watch` keeps the
+    /// deadline (the process's own, unless a test needs one to itself).
     package static func run<T: Sendable>(
-        _ deadline: Duration, _ what: String, _ body: @escaping @Sendable () async throws(StoreError) -> T
+        _ deadline: Duration, _ what: String, watch: DeadlineWatch = .shared,
+        _ body: @escaping @Sendable () async throws(StoreError) -> T
     ) async throws(StoreError) -> T {
-        let race = Race<T>()
+        let race = Race<T>(watch: watch)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, StoreError>, Never>) in
                 race.start(continuation, deadline: deadline, what: what, body)
@@ -33,10 +35,13 @@ package enum StoreDeadline {
             var finished: Result<T, StoreError>?
         }
         private let state = Mutex(State())
+        private let watch: DeadlineWatch
         /// What ``finish(_:)`` takes from the state: whom to resume, what to cancel, what to stop watching.
         private typealias Taken = (
             CheckedContinuation<Result<T, StoreError>, Never>?, Task<Void, Never>?, DeadlineWatch.Ticket?
         )
+
+        init(watch: DeadlineWatch) { self.watch = watch }
 
         func start(
             _ continuation: CheckedContinuation<Result<T, StoreError>, Never>, deadline: Duration, what: String,
@@ -51,7 +56,7 @@ package enum StoreDeadline {
                 continuation.resume(returning: early)
                 return
             }
-            let ticket = DeadlineWatch.shared.watch(until: .now + deadline) {
+            let ticket = watch.watch(until: .now + deadline) {
                 var error = StoreError(.unavailable, "\(what) did not answer within \(Self.seconds(deadline)) s")
                 error.timedOut = true
                 self.finish(.failure(error))
@@ -67,8 +72,8 @@ package enum StoreDeadline {
                 return state.continuation == nil
             }
             if finishedAlready {
+                watch.forget(ticket)
                 work.cancel()
-                DeadlineWatch.shared.forget(ticket)
             }
         }
 
@@ -80,9 +85,11 @@ package enum StoreDeadline {
                 state.continuation = nil
                 return taken
             }
-            taken.1?.cancel()
-            if let ticket = taken.2 { DeadlineWatch.shared.forget(ticket) }
+            // The caller first: the operation's cancellation runs its driver's handlers on this thread, which, at a
+            // deadline, is the watch's, so that every other deadline waits for them.
             taken.0?.resume(returning: result)
+            if let ticket = taken.2 { watch.forget(ticket) }
+            taken.1?.cancel()
         }
 
         private static func seconds(_ duration: Duration) -> String {
@@ -97,11 +104,15 @@ package enum StoreDeadline {
 /// operation costs a registration and its removal, not a timer of its own: a timer per operation (a task sleeping
 /// until the deadline, cancelled when the operation ends) left thousands of sleeps a second in the process's timer
 /// heap, each firing seconds later to find its task gone.
-final class DeadlineWatch: Sendable {
-    static let shared = DeadlineWatch()
+package final class DeadlineWatch: Sendable {
+    /// The process's watch, which every store operation's deadline uses.
+    package static let shared = DeadlineWatch()
+
+    /// A watch of its own (for a test, whose deadlines must not share a watcher with others in flight).
+    package init() {}
 
     /// One watched deadline, given back to ``forget(_:)`` when its operation ends first.
-    struct Ticket: Sendable {
+    package struct Ticket: Sendable {
         fileprivate let id: UInt64
     }
 
@@ -121,7 +132,7 @@ final class DeadlineWatch: Sendable {
     private let state = Mutex(State())
 
     /// Calls `expire` once `deadline` has passed, unless ``forget(_:)`` is called first.
-    func watch(until deadline: ContinuousClock.Instant, _ expire: @escaping @Sendable () -> Void) -> Ticket {
+    package func watch(until deadline: ContinuousClock.Instant, _ expire: @escaping @Sendable () -> Void) -> Ticket {
         state.withLock { state in
             state.nextID &+= 1
             let id = state.nextID
@@ -138,7 +149,7 @@ final class DeadlineWatch: Sendable {
     }
 
     /// Stops watching a deadline whose operation ended.
-    func forget(_ ticket: Ticket) {
+    package func forget(_ ticket: Ticket) {
         _ = state.withLock { $0.entries.removeValue(forKey: ticket.id) }
     }
 
@@ -147,26 +158,28 @@ final class DeadlineWatch: Sendable {
     private func run(_ generation: UInt64, until first: ContinuousClock.Instant) async {
         var wakeAt: ContinuousClock.Instant? = first
         while let instant = wakeAt {
-            try? await Task.sleep(until: instant, clock: .continuous)
+            // Cancelled only when replaced, by a watcher for an earlier deadline, which watches every entry.
+            do { try await Task.sleep(until: instant, clock: .continuous) } catch { return }
             let now = ContinuousClock.now
             let expired = state.withLock { state -> [@Sendable () -> Void] in
                 guard state.watcher?.generation == generation else {
                     wakeAt = nil
                     return []
                 }
-                var expired: [@Sendable () -> Void] = []
+                var expired: [(id: UInt64, expire: @Sendable () -> Void)] = []
                 var earliest: ContinuousClock.Instant?
                 for (id, entry) in state.entries {
                     if entry.deadline <= now {
-                        expired.append(entry.expire)
-                        state.entries[id] = nil
+                        expired.append((id, entry.expire))
                     } else if earliest.map({ entry.deadline < $0 }) ?? true {
                         earliest = entry.deadline
                     }
                 }
+                // Removed after the loop: removing while iterating would copy the whole dictionary.
+                for (id, _) in expired { state.entries[id] = nil }
                 wakeAt = earliest
                 if let earliest { state.watcher?.wakesAt = earliest } else { state.watcher = nil }
-                return expired
+                return expired.map(\.expire)
             }
             for expire in expired { expire() }
         }
