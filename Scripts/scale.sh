@@ -16,7 +16,8 @@
 #   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M cpu_us=C
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
 # the run; cpu_us the server's CPU time (user and system, from /proc) per request of the assertion run, not the
-# database's (less moved by the machine's drift than the rates, when builds are compared). Then per database and size the medians over the rounds, as multiples of the smallest size's:
+# database's (less moved by the machine's drift than the rates, when builds are compared). Then per database and size
+# the medians over the rounds, as multiples of the smallest size's:
 #   MEDIAN db=D keys=N rounds=K ratio=X p99=… cpu_us=C (A x and B x the 1000-key run)
 # The script exits 1 when a counter is lost or an assertion refused. On PostgreSQL it creates and drops databases
 # (appattest_scale_seed_N, appattest_scale_run) beside the one of APPATTEST_POSTGRES_URL: its user needs CREATEDB.
@@ -137,9 +138,8 @@ run() { # SIZE DB ROUND
     pids+=("$SERVER")
     for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
     if [ "$REGISTER" = serve ]; then prepare "$size" --url "$URL" --token "$TOKEN"; fi
-    local before result lost after rss ratio p50 p99 refused
+    local before result lost after rss ratio p50 p99 refused ticks cpu
     before="$(wrk_run ping - | rps)"
-    local ticks cpu
     ticks="$(cpu_ticks "$SERVER")"
     result="$(wrk_run assert "$WORK/run-$size.txt")"
     cpu="$(awk -v t0="$ticks" -v t1="$(cpu_ticks "$SERVER")" -v hz="$(getconf CLK_TCK)" \

@@ -124,9 +124,9 @@ package final class DeadlineWatch: Sendable {
     private struct State {
         var entries: [UInt64: Entry] = [:]
         var nextID: UInt64 = 0
-        /// The watching task's generation and when it wakes; nil when no task watches (nothing is in flight).
+        /// The watching task, by the id of the entry that started it (a generation: a watcher replaced since finds
+        /// another), and when it wakes; nil when no task watches (nothing is in flight).
         var watcher: (generation: UInt64, wakesAt: ContinuousClock.Instant, task: Task<Void, Never>)?
-        var generation: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -141,9 +141,7 @@ package final class DeadlineWatch: Sendable {
             // that wakes for it; the one sleeping ends when it wakes and finds itself replaced.
             if let watcher = state.watcher, watcher.wakesAt <= deadline { return Ticket(id: id) }
             state.watcher?.task.cancel()
-            state.generation &+= 1
-            let generation = state.generation
-            state.watcher = (generation, deadline, Task.detached { await self.run(generation, until: deadline) })
+            state.watcher = (id, deadline, Task.detached { await self.run(id, until: deadline) })
             return Ticket(id: id)
         }
     }
