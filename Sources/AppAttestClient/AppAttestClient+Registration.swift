@@ -221,17 +221,19 @@ extension AppAttestClient {
     }
 
     /// Waits before attempt `attempt`: the server's `Retry-After` when the last refusal had one, and a random share
-    /// more (a deferral when it is longer than ``AppAttestClientConfiguration/maximumRetryDelay``), exponential backoff
-    /// otherwise.
+    /// more (a deferral when that is longer than ``AppAttestClientConfiguration/maximumRetryDelay``), exponential
+    /// backoff otherwise.
     func backoff(_ attempt: Int, after error: AppAttestClientError) async throws(AppAttestClientError) {
         if let until = error.retryAfter {
             let wait = until.timeIntervalSince(configuration.now())
-            guard wait <= configuration.maximumRetryDelay else {
+            switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
+            case .sleep(let seconds): return try await Self.sleep(seconds: seconds)
+            case .deferral(let seconds):
                 throw AppAttestClientError(
                     .deferred, "the server asked to wait \(Int(wait)) s", status: error.status,
-                    problemCode: error.problemCode, action: error.action, retryAfter: until)
+                    problemCode: error.problemCode, action: error.action,
+                    retryAfter: configuration.now().addingTimeInterval(seconds))
             }
-            return try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay)
         }
         let delay = min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay)
         // Full jitter, so that many apps that failed together do not come back together.
@@ -267,17 +269,18 @@ extension AppAttestClient {
                     configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
             } catch  where error.code == .registrationRefused && [429, 503].contains(error.status ?? 0) {
                 let wait = max(error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 1, 0)
-                guard waited + wait <= configuration.maximumRetryDelay else {
+                // What was slept counts, the random share included, so that the total stays within the limit.
+                switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay - waited) {
+                case .sleep(let delay):
+                    try await Self.sleep(seconds: delay)
+                    waited += delay
+                case .deferral(let delay):
                     throw published(
                         AppAttestClientError(
                             .deferred, "the challenge route asked to wait \(Int(wait)) s", status: error.status,
                             problemCode: error.problemCode, action: error.action,
-                            retryAfter: configuration.now().addingTimeInterval(wait)))
+                            retryAfter: configuration.now().addingTimeInterval(delay)))
                 }
-                // What was slept counts, the random share included, so that the total stays within the limit.
-                let delay = Self.delay(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
-                try await Self.sleep(seconds: delay)
-                waited += delay
             }
         }
         guard let answer else { throw AppAttestClientError(.transport, "no challenge") }

@@ -72,13 +72,14 @@ extension AppAttestClient {
             guard attempt.retries < Self.maximumRetriesPerRequest else { throw refused }
             attempt.retries += 1
             let wait = refusal.retryAfter ?? configuration.initialRetryDelay
-            guard wait <= configuration.maximumRetryDelay else {
+            switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
+            case .sleep(let seconds): try await Self.sleep(seconds: seconds)
+            case .deferral(let seconds):
                 throw AppAttestClientError(
                     .deferred, "the server asked to wait \(Int(wait)) s", status: refusal.status,
                     problemCode: refusal.code, action: refusal.action,
-                    retryAfter: configuration.now().addingTimeInterval(wait))
+                    retryAfter: configuration.now().addingTimeInterval(seconds))
             }
-            try await Self.sleep(toldToWait: wait, within: configuration.maximumRetryDelay)
         case "refetchChallenge":
             guard !attempt.refetched else { throw refused }
             guard resendable || Self.unconsumedChallengeCodes.contains(refusal.code) else {
@@ -113,18 +114,26 @@ extension AppAttestClient {
         try await forget(keyID)
     }
 
-    /// Waits as a server's `Retry-After` said, and a random share of it more (up to half again, within `limit`): a
-    /// server that refused many apps at once (its attestation budget spent, a failover) gives them all the same
-    /// wait, and apps that came back together would be refused together again.
-    static func sleep(toldToWait wait: TimeInterval, within limit: TimeInterval) async throws(AppAttestClientError) {
-        try await sleep(seconds: delay(toldToWait: wait, within: limit))
+    /// What the client does when a server said to wait `wait` seconds (`Retry-After`), held to `limit`
+    /// (``AppAttestClientConfiguration/maximumRetryDelay``).
+    enum RetryWait: Equatable {
+        /// Wait this long within the request, then send it again.
+        case sleep(TimeInterval)
+        /// Give up the request with a deferral that says to come back this long from now.
+        case deferral(TimeInterval)
     }
 
-    /// The wait ``sleep(toldToWait:within:)`` takes: from `wait` to half as long again, never past `limit` (unless
-    /// `wait` itself is).
-    static func delay(toldToWait wait: TimeInterval, within limit: TimeInterval) -> TimeInterval {
-        let wait = max(wait, 0)
-        return wait + Double.random(in: 0...max(0, min(wait / 2, limit - wait)))
+    /// The server's wait and a random share of it more, up to half again: a server that refused many apps at once
+    /// (its attestation budget spent, a failover) gives them all the same wait, and apps that came back together would
+    /// be refused together again. Waited within the request when that fits in `limit`; otherwise a deferral to that
+    /// time, spread alike. Never sooner than `wait`, and never held back to `limit`, where apps told a wait near it
+    /// would all come back at the same instant.
+    static func retryWait(toldToWait wait: TimeInterval, within limit: TimeInterval) -> RetryWait {
+        let wait = wait.isNaN ? 0 : max(wait, 0)
+        // Beyond any limit (a configured delay of `infinity`): no share to add, and none that could overflow.
+        guard wait <= .greatestFiniteMagnitude / 2 else { return .deferral(wait) }
+        let spread = wait + Double.random(in: 0...(wait / 2))
+        return spread <= limit ? .sleep(spread) : .deferral(spread)
     }
 
     static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {

@@ -65,8 +65,11 @@ public struct AppAttestClientConfiguration: Sendable {
     public var maximumRegistrationAttempts: Int
     /// The first delay between attempts, in seconds; doubled each time, up to ``maximumRetryDelay``.
     public var initialRetryDelay: TimeInterval
-    /// The longest delay between attempts, in seconds. A server that asks for a longer wait (`Retry-After`) gets a
-    /// ``AppAttestClientError/Code/deferred`` error that says until when, instead of a request held that long.
+    /// The longest delay between attempts, in seconds. A server's wait (`Retry-After`) is taken with a random share of
+    /// it more, up to half again, so that apps refused together come back spread out: when that is longer than this
+    /// delay, the request ends with a ``AppAttestClientError/Code/deferred`` error that says until when (the same spread
+    /// time), instead of being held that long. A `Retry-After` of up to two thirds of this delay is always waited
+    /// within the request.
     public var maximumRetryDelay: TimeInterval
     /// Whether a request whose method is not idempotent (POST, PATCH, or one you mark with
     /// ``AppAttestClient/data(for:isIdempotent:)``) is signed again and resent after a refusal that a duplicate

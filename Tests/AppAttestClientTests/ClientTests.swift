@@ -358,15 +358,41 @@ struct ClientTests {
         }
     }
 
-    @Test("apps told the same Retry-After come back spread over half as long again, never sooner, never past the limit")
+    @Test(
+        "apps told the same Retry-After come back spread over half as long again, never sooner; a spread wait past the limit is a deferral, never cut to it"
+    )
     func retryAfterSpread() {
-        let delays = (0..<1_000).map { _ in AppAttestClient.delay(toldToWait: 2, within: 60) }
-        #expect(delays.allSatisfy { (2...3).contains($0) })
+        func waits(_ wait: TimeInterval, within limit: TimeInterval) -> (
+            sleeps: [TimeInterval], deferrals: [TimeInterval]
+        ) {
+            var sleeps: [TimeInterval] = [], deferrals: [TimeInterval] = []
+            for _ in 0..<1_000 {
+                switch AppAttestClient.retryWait(toldToWait: wait, within: limit) {
+                case .sleep(let seconds): sleeps.append(seconds)
+                case .deferral(let seconds): deferrals.append(seconds)
+                }
+            }
+            return (sleeps, deferrals)
+        }
         // Spread: a quarter of them in each half of the window at least (1 in 10^100 to fail by chance).
-        #expect(delays.filter { $0 < 2.5 }.count > 250 && delays.filter { $0 >= 2.5 }.count > 250)
-        #expect((0..<100).allSatisfy { _ in AppAttestClient.delay(toldToWait: 50, within: 60) <= 60 })
-        #expect(AppAttestClient.delay(toldToWait: 60, within: 60) == 60)
-        #expect(AppAttestClient.delay(toldToWait: 0, within: 60) == 0)
+        func spread(_ delays: [TimeInterval], over window: ClosedRange<TimeInterval>) -> Bool {
+            let middle = (window.lowerBound + window.upperBound) / 2
+            return delays.allSatisfy { window.contains($0) } && delays.filter { $0 < middle }.count > 250
+                && delays.filter { $0 >= middle }.count > 250
+        }
+        let short = waits(2, within: 60)
+        #expect(short.deferrals.isEmpty && spread(short.sleeps, over: 2...3))
+        // Told the limit itself: every app deferred, to times spread as widely (before, all slept exactly 60 s).
+        let atLimit = waits(60, within: 60)
+        #expect(atLimit.sleeps.allSatisfy { $0 == 60 } && atLimit.sleeps.count < 2)
+        #expect(spread(atLimit.deferrals, over: 60...90))
+        // Near it: within the limit when the share fits, deferred past it when not; never sooner than told.
+        let near = waits(50, within: 60)
+        #expect(near.sleeps.allSatisfy { (50...60).contains($0) } && near.deferrals.allSatisfy { $0 > 60 && $0 <= 75 })
+        #expect(near.sleeps.count > 250 && near.deferrals.count > 250)
+        #expect(AppAttestClient.retryWait(toldToWait: 0, within: 60) == .sleep(0))
+        #expect(AppAttestClient.retryWait(toldToWait: -5, within: 60) == .sleep(0))
+        #expect(AppAttestClient.retryWait(toldToWait: .infinity, within: 60) == .deferral(.infinity))
     }
 
     @Test("retry answers wait for Retry-After and are sent again; a longer wait is a deferral that says until when")
