@@ -229,13 +229,13 @@ extension AppAttestClient {
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): return try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):
-                throw AppAttestClientError(
-                    .deferred, "the server asked to wait \(Int(wait)) s", status: error.status,
-                    problemCode: error.problemCode, action: error.action,
-                    retryAfter: configuration.now().addingTimeInterval(seconds))
+                throw serverDeferral(
+                    "the server asked to wait \(Self.wholeSeconds(wait)) s", for: seconds, status: error.status,
+                    problemCode: error.problemCode, action: error.action)
             }
         }
-        let delay = min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay)
+        let delay = Self.boundedWait(
+            min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay))
         // Full jitter, so that many apps that failed together do not come back together.
         try await Self.sleep(seconds: Double.random(in: (delay / 2)...max(delay, delay / 2)))
     }
@@ -259,27 +259,36 @@ extension AppAttestClient {
             var keyId: String?
         }
         struct Answer: Decodable { var challenge: String }
-        // A busy server (429, 503) says when to come back: waited for, up to maximumRetryDelay in all, so that many
-        // requests at once are served at the server's rate instead of failing.
+        // A busy server (429, 503) says when to come back: waited for, up to maximumRetryDelay in all and
+        // maximumChallengeRetries times, so that many requests at once are served at the server's rate instead of
+        // failing. A wait of nothing (`Retry-After: 0`, a date already past, none at all) is taken as the exponential
+        // backoff's, from initialRetryDelay: never a loop of requests.
         var waited: TimeInterval = 0
+        var retries = 0
         var answer: Answer?
         while answer == nil {
             do {
                 answer = try await postJSON(
                     configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
             } catch  where error.code == .registrationRefused && [429, 503].contains(error.status ?? 0) {
-                let wait = max(error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 1, 0)
+                let backoff = Self.boundedWait(configuration.initialRetryDelay * pow(2, Double(retries)))
+                let told = error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 0
+                let wait = max(Self.boundedWait(told), backoff)
                 // What was slept counts, the random share included, so that the total stays within the limit.
-                switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay - waited) {
+                let next =
+                    retries < Self.maximumChallengeRetries
+                    ? Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
+                    : .deferral(wait + Double.random(in: 0...(wait / 2)))
+                switch next {
                 case .sleep(let delay):
                     try await Self.sleep(seconds: delay)
                     waited += delay
+                    retries += 1
                 case .deferral(let delay):
                     throw published(
-                        AppAttestClientError(
-                            .deferred, "the challenge route asked to wait \(Int(wait)) s", status: error.status,
-                            problemCode: error.problemCode, action: error.action,
-                            retryAfter: configuration.now().addingTimeInterval(delay)))
+                        serverDeferral(
+                            "the challenge route asked to wait \(Self.wholeSeconds(wait)) s", for: delay,
+                            status: error.status, problemCode: error.problemCode, action: error.action))
                 }
             }
         }

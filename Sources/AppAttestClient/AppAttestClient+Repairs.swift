@@ -35,6 +35,9 @@ extension AppAttestClient {
     static let unconsumedChallengeCodes: Set<String> = ["challengeExpired", "challengeMismatch"]
     /// How often one request waits for `Retry-After` and is sent again.
     static let maximumRetriesPerRequest = 2
+    /// How often one challenge request waits for a busy challenge route (429, 503) and is sent again, within
+    /// ``AppAttestClientConfiguration/maximumRetryDelay`` in all.
+    static let maximumChallengeRetries = 6
     /// Key provider codes after which an assertion's key is discarded and a new one registered (Apple: apart from
     /// `serverUnavailable`, discard the key identifier and create a new key).
     static let keyDiscardingProviderCodes: Set<AppAttestKeyProviderError.Code> = [
@@ -75,10 +78,9 @@ extension AppAttestClient {
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):
-                throw AppAttestClientError(
-                    .deferred, "the server asked to wait \(Int(wait)) s", status: refusal.status,
-                    problemCode: refusal.code, action: refusal.action,
-                    retryAfter: configuration.now().addingTimeInterval(seconds))
+                throw serverDeferral(
+                    "the server asked to wait \(Self.wholeSeconds(wait)) s", for: seconds, status: refusal.status,
+                    problemCode: refusal.code, action: refusal.action)
             }
         case "refetchChallenge":
             guard !attempt.refetched else { throw refused }
@@ -123,30 +125,75 @@ extension AppAttestClient {
         case deferral(TimeInterval)
     }
 
+    /// The longest wait the client takes from a server, in seconds (a day, the longest `Retry-After` the package's
+    /// servers send): a longer one, or a configured delay of `infinity`, counts as this long.
+    static let maximumServerWait: TimeInterval = 86_400
+
+    /// `wait` as the client takes it: 0 for a negative or NaN wait, at most ``maximumServerWait``.
+    static func boundedWait(_ wait: TimeInterval) -> TimeInterval {
+        wait.isNaN ? 0 : min(max(wait, 0), maximumServerWait)
+    }
+
+    /// Whole seconds of a wait, for messages.
+    static func wholeSeconds(_ wait: TimeInterval) -> Int { Int(boundedWait(wait).rounded(.up)) }
+
     /// The server's wait and a random share of it more, up to half again: a server that refused many apps at once
     /// (its attestation budget spent, a failover) gives them all the same wait, and apps that came back together would
     /// be refused together again. Waited within the request when that fits in `limit`; otherwise a deferral to that
-    /// time, spread alike. Never sooner than `wait`, and never held back to `limit`, where apps told a wait near it
-    /// would all come back at the same instant.
+    /// time, spread alike. Never sooner than `wait` (at most ``maximumServerWait``), and never held back to `limit`,
+    /// where apps told a wait near it would all come back at the same instant.
     static func retryWait(toldToWait wait: TimeInterval, within limit: TimeInterval) -> RetryWait {
-        let wait = wait.isNaN ? 0 : max(wait, 0)
-        // Beyond any limit (a configured delay of `infinity`): no share to add, and none that could overflow.
-        guard wait <= .greatestFiniteMagnitude / 2 else { return .deferral(wait) }
+        let wait = boundedWait(wait)
         let spread = wait + Double.random(in: 0...(wait / 2))
         return spread <= limit ? .sleep(spread) : .deferral(spread)
     }
 
+    /// A deferral because the server asked for a wait longer than a request may take (`seconds` from now, the
+    /// random share included): published, and kept, so that no request is signed and no key registered before then.
+    func serverDeferral(
+        _ message: String, for seconds: TimeInterval, status: Int?, problemCode: String?, action: String?
+    ) -> AppAttestClientError {
+        let until = configuration.now().addingTimeInterval(seconds)
+        if serverNotBefore.map({ $0 < until }) ?? true { serverNotBefore = until }
+        return AppAttestClientError(
+            .deferred, message, status: status, problemCode: problemCode, action: action, retryAfter: until)
+    }
+
+    /// Throws a deferral while a server's earlier answer says to wait (``serverDeferral(_:for:status:problemCode:action:)``),
+    /// never for longer than ``maximumServerWait`` and half again from now, whatever the clock said when it was kept.
+    func checkServerDeferral() throws(AppAttestClientError) {
+        guard let until = serverNotBefore else { return }
+        let now = configuration.now()
+        guard until > now else {
+            serverNotBefore = nil
+            return
+        }
+        let bounded = min(until, now.addingTimeInterval(Self.maximumServerWait * 1.5))
+        throw published(
+            AppAttestClientError(
+                .deferred, "the server asked to wait until \(bounded)", retryAfter: bounded))
+    }
+
     static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {
-        do { try await Task.sleep(nanoseconds: UInt64(max(seconds, 0) * 1_000_000_000)) } catch {
+        // Bounded as every wait is (half again for the random share): `UInt64` of a larger count of nanoseconds traps.
+        let seconds = min(boundedWait(seconds), maximumServerWait * 1.5)
+        do { try await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000)) } catch {
             throw AppAttestClientError(.transport, "cancelled")
         }
     }
 
-    /// `Retry-After` in seconds, as a number of seconds or an HTTP date.
+    /// `Retry-After` in seconds (at most ``maximumServerWait``), as a number of seconds or an HTTP date; a date is
+    /// measured from the answer's `Date` when it has one (the server's clock), so that a device clock set wrong
+    /// neither cuts the wait to nothing nor stretches it by the clock's error.
     static func retryAfter(_ response: HTTPURLResponse) -> TimeInterval? {
         guard let text = response.value(forHTTPHeaderField: "Retry-After") else { return nil }
-        if let seconds = Int(text.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return TimeInterval(seconds) }
-        return httpDate(text).map { max($0.timeIntervalSinceNow, 0) }
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            // Digits only: as many as they are, a number too large for `Int` is as long as the longest wait.
+            return Int(trimmed).map { boundedWait(TimeInterval($0)) } ?? maximumServerWait
+        }
+        guard let until = httpDate(text) else { return nil }
+        return boundedWait(until.timeIntervalSince(date(response) ?? Date()))
     }
 
     static func date(_ response: HTTPURLResponse) -> Date? {

@@ -56,6 +56,7 @@ extension AppAttestClient {
     public func sign(_ request: URLRequest, isIdempotent: Bool? = nil) async throws(AppAttestClientError)
         -> AppAttestSignedRequest
     {
+        try checkServerDeferral()
         let binding = try RequestParts(request)
         let resendable =
             isIdempotent ?? Self.idempotentMethods.contains(binding.method)

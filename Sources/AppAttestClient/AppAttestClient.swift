@@ -78,6 +78,9 @@ public actor AppAttestClient {
     var clockOffset: TimeInterval = 0
     /// The attestation budget's state, stored with the key.
     var history = AppAttestStoredKey.History()
+    /// Until when the server said to wait, when the wait was too long to take within a request (a
+    /// ``AppAttestClientError/Code/deferred`` thrown): no request is signed or key registered before then.
+    var serverNotBefore: Date?
 
     /// The challenges reserved for one key that the servers keep unused by default (`perKey`): the most requests
     /// that fetch or hold a challenge at once.
@@ -138,6 +141,7 @@ public actor AppAttestClient {
     public func register() async throws(AppAttestClientError) -> String {
         if let stored = try await storedKey(), stored.registered { return stored.keyID }
         guard !Task.isCancelled else { throw AppAttestClientError(.transport, "cancelled") }
+        try checkServerDeferral()
         let generation = keyGeneration
         if registration == nil {
             registration = Task {
@@ -199,7 +203,9 @@ public actor AppAttestClient {
     /// transport, and returns the answer of your route, whatever its status.
     ///
     /// A refusal by the server's App Attest layer (a problem document, before your route ran) is handled as its
-    /// `action` says: `retry` waits for `Retry-After` and sends again; `reattest` replaces the key and sends again;
+    /// `action` says: `retry` waits for `Retry-After` (and a random share more) and sends again, or throws
+    /// ``AppAttestClientError/Code/deferred`` when that wait is longer than
+    /// ``AppAttestClientConfiguration/maximumRetryDelay``; `reattest` replaces the key and sends again;
     /// `refetchChallenge` signs again with a new challenge, counter or timestamp, but only a request that may run
     /// twice, because a second delivery of an accepted request gets the same refusal. Each repair happens at most
     /// once per call; anything else is thrown.

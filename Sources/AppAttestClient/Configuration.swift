@@ -65,11 +65,14 @@ public struct AppAttestClientConfiguration: Sendable {
     public var maximumRegistrationAttempts: Int
     /// The first delay between attempts, in seconds; doubled each time, up to ``maximumRetryDelay``.
     public var initialRetryDelay: TimeInterval
-    /// The longest delay between attempts, in seconds. A server's wait (`Retry-After`) is taken with a random share of
-    /// it more, up to half again, so that apps refused together come back spread out: when that is longer than this
-    /// delay, the request ends with a ``AppAttestClientError/Code/deferred`` error that says until when (the same spread
-    /// time), instead of being held that long. A `Retry-After` of up to two thirds of this delay is always waited
-    /// within the request.
+    /// The longest delay between attempts, in seconds. A server's wait (`Retry-After`, at most a day) is taken with a
+    /// random share of it more, up to half again, so that apps refused together come back spread out: when that is
+    /// longer than this delay (or than what is left of it, for a challenge asked for again), the request ends with a
+    /// ``AppAttestClientError/Code/deferred`` error that says until when (the same spread time), instead of being held
+    /// that long, and the client signs and registers nothing before then. To have a `Retry-After` of up to `n`
+    /// seconds waited within the request, make this at least 1.5 × `n`. One call of
+    /// ``AppAttestClient/data(for:isIdempotent:)`` may wait several times (a challenge, an attestation, two retries),
+    /// each within this delay.
     public var maximumRetryDelay: TimeInterval
     /// Whether a request whose method is not idempotent (POST, PATCH, or one you mark with
     /// ``AppAttestClient/data(for:isIdempotent:)``) is signed again and resent after a refusal that a duplicate
@@ -153,8 +156,11 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
         /// was already used, or its timestamp is too old): the request may have run. It was not resent, because its
         /// method is not idempotent (``AppAttestClientConfiguration/resendsNonIdempotentRequests``).
         public static let requestMayHaveRun = Code(name: "requestMayHaveRun")
-        /// The client will not try before ``AppAttestClientError/retryAfter``: the server asked for a longer wait than
-        /// ``AppAttestClientConfiguration/maximumRetryDelay``, or the key replacements of the day are spent.
+        /// The client will not try before ``AppAttestClientError/retryAfter``: the server asked for a wait that, with
+        /// the random share the client adds to spread apps out, is longer than
+        /// ``AppAttestClientConfiguration/maximumRetryDelay``; the server refused attestations; or the key
+        /// replacements of the day are spent. Until then every request and registration of this client throws it
+        /// again, without sending anything.
         public static let deferred = Code(name: "deferred")
         /// The name of the code.
         public var description: String { name }

@@ -34,6 +34,8 @@ struct ClientTests {
             var lostAttestationAnswers = 0
             var protected: [Answer] = []
             var date: String?
+            /// Refusals of every challenge request, when set.
+            var challengeRefusal: AppAttestProblem?
         }
         let state = Mutex(State())
 
@@ -69,6 +71,7 @@ struct ClientTests {
                 }
                 switch url.path {
                 case "/appattest/challenge":
+                    if let refusal = state.challengeRefusal { return problem(refusal) }
                     return answer(
                         200, Array(#"{"challenge":"\#(RequestBindingLayoutTesting.challenge)","expiresAt":"x"}"#.utf8))
                 case "/appattest/attestation":
@@ -392,7 +395,85 @@ struct ClientTests {
         #expect(near.sleeps.count > 250 && near.deferrals.count > 250)
         #expect(AppAttestClient.retryWait(toldToWait: 0, within: 60) == .sleep(0))
         #expect(AppAttestClient.retryWait(toldToWait: -5, within: 60) == .sleep(0))
-        #expect(AppAttestClient.retryWait(toldToWait: .infinity, within: 60) == .deferral(.infinity))
+        // A wait beyond a day (a configured delay of `infinity`, a server's error) counts as a day.
+        for wait in [TimeInterval.infinity, 1e300, .nan] {
+            switch AppAttestClient.retryWait(toldToWait: wait, within: 60) {
+            case .deferral(let seconds): #expect((86_400...129_600).contains(seconds), "\(wait)")
+            case .sleep(let seconds): #expect(wait.isNaN && seconds == 0, "\(wait)")
+            }
+        }
+    }
+
+    @Test("Retry-After: at most a day whatever its digits, a date measured against the server's Date, nothing else")
+    func retryAfterHeader() {
+        func retryAfter(_ value: String, date: String? = nil) -> TimeInterval? {
+            var fields = ["Retry-After": value]
+            if let date { fields["Date"] = date }
+            let response = HTTPURLResponse(
+                url: Self.base, statusCode: 503, httpVersion: "HTTP/1.1", headerFields: fields)!
+            return AppAttestClient.retryAfter(response)
+        }
+        #expect(retryAfter("120") == 120)
+        #expect(retryAfter(" 7 ") == 7)
+        // Before, `Int(wait)` of these trapped when the deferral's message was made.
+        #expect(retryAfter("9223372036854775807") == 86_400)
+        #expect(retryAfter("99999999999999999999999") == 86_400)
+        #expect(retryAfter("-5") == nil && retryAfter("1e3") == nil && retryAfter("") == nil)
+        // Against the answer's Date, whatever the device's clock says (here, years after both).
+        let server = "Sat, 28 Nov 2026 12:00:00 GMT"
+        #expect(retryAfter("Sat, 28 Nov 2026 12:00:30 GMT", date: server) == 30)
+        #expect(retryAfter("Sat, 28 Nov 2026 11:59:00 GMT", date: server) == 0)
+        #expect(retryAfter("Sat, 28 Nov 2026 12:00:30 GMT") == 0)
+    }
+
+    @Test("a challenge route that answers Retry-After: 0 is asked again with growing waits, a few times, then deferred")
+    func challengeRetriesEnd() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.challengeRefusal = .rateLimited(retryAfter: 0) }
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.initialRetryDelay = 0.001
+        let client = AppAttestClient(configuration: configuration, keyProvider: Self.provider(), transport: transport)
+        // Before, each refusal was asked again at once, without end.
+        await #expect {
+            try await client.register()
+        } throws: { error in
+            (error as? AppAttestClientError)?.code == .deferred
+        }
+        let challenges = transport.sent.filter { $0.url!.path == "/appattest/challenge" }.count
+        #expect(challenges == 1 + AppAttestClient.maximumChallengeRetries)
+    }
+
+    @Test("after a deferral the client sends nothing until its time, then goes on")
+    func deferralIsKept() async throws {
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        let client = client(Self.provider(), transport, now: { clock.withLock { $0 } })
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        #expect(try await client.data(for: request).1.statusCode == 200)
+        transport.state.withLock { $0.protected = [.problem(.rateLimited(retryAfter: 120))] }
+        var until: Date?
+        do {
+            _ = try await client.data(for: request)
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .deferred)
+            until = error.retryAfter
+        }
+        let deferredUntil = try #require(until)
+        #expect((120...180).contains(deferredUntil.timeIntervalSince(clock.withLock { $0 })))
+        let sent = transport.sent.count
+        // An app that retries at once: refused by the client itself, with the same time, nothing sent.
+        for _ in 0..<3 {
+            do {
+                _ = try await client.data(for: request)
+                Issue.record("no error")
+            } catch {
+                #expect(error.code == .deferred && error.retryAfter == deferredUntil)
+            }
+        }
+        #expect(transport.sent.count == sent)
+        clock.withLock { $0 = deferredUntil.addingTimeInterval(1) }
+        #expect(try await client.data(for: request).1.statusCode == 200)
     }
 
     @Test("retry answers wait for Retry-After and are sent again; a longer wait is a deferral that says until when")
