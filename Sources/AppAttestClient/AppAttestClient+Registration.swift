@@ -267,6 +267,8 @@ extension AppAttestClient {
         var retries = 0
         var answer: Answer?
         while answer == nil {
+            // A deferral kept while this request waited ends it too.
+            if retries > 0 { try checkServerDeferral() }
             do {
                 answer = try await postJSON(
                     configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
@@ -287,7 +289,8 @@ extension AppAttestClient {
                 case .deferral(let delay):
                     throw published(
                         serverDeferral(
-                            "the challenge route asked to wait \(Self.wholeSeconds(wait)) s", for: delay,
+                            "the challenge route is busy: \(retries + 1) refusals, next try in "
+                                + "\(Self.wholeSeconds(delay)) s", for: delay,
                             status: error.status, problemCode: error.problemCode, action: error.action))
                 }
             }

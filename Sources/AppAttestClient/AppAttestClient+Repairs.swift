@@ -148,30 +148,46 @@ extension AppAttestClient {
         return spread <= limit ? .sleep(spread) : .deferral(spread)
     }
 
-    /// A deferral because the server asked for a wait longer than a request may take (`seconds` from now, the
-    /// random share included): published, and kept, so that no request is signed and no key registered before then.
+    /// A deferral the client keeps: the error thrown, and when it ends by the time that passes (so that a device
+    /// clock set back does not hold the client longer than the server asked).
+    struct KeptDeferral {
+        var error: AppAttestClientError
+        var deadline: ContinuousClock.Instant
+    }
+
+    /// A deferral because the server asked for a wait longer than a request may take (`seconds` from now, the random
+    /// share included). Kept when it is a refusal of the server's App Attest layer (`problemCode`), so that no request
+    /// is signed and no key registered before then; a proxy's or a CDN's 429 or 503, which speaks for no App Attest
+    /// server, defers this call alone.
     func serverDeferral(
         _ message: String, for seconds: TimeInterval, status: Int?, problemCode: String?, action: String?
     ) -> AppAttestClientError {
         let until = configuration.now().addingTimeInterval(seconds)
-        if serverNotBefore.map({ $0 < until }) ?? true { serverNotBefore = until }
-        return AppAttestClientError(
+        let error = AppAttestClientError(
             .deferred, message, status: status, problemCode: problemCode, action: action, retryAfter: until)
+        if problemCode != nil, keptDeferral.map({ ($0.error.retryAfter ?? .distantPast) < until }) ?? true {
+            keptDeferral = KeptDeferral(error: error, deadline: .now + .seconds(seconds))
+        }
+        return error
     }
 
-    /// Throws a deferral while a server's earlier answer says to wait (``serverDeferral(_:for:status:problemCode:action:)``),
-    /// never for longer than ``maximumServerWait`` and half again from now, whatever the clock said when it was kept.
+    /// Throws the kept deferral again (``serverDeferral(_:for:status:problemCode:action:)``) until its time: by the
+    /// configured clock, and never past the time its wait gives from when it was kept (a clock set back).
     func checkServerDeferral() throws(AppAttestClientError) {
-        guard let until = serverNotBefore else { return }
+        guard let kept = keptDeferral else { return }
         let now = configuration.now()
-        guard until > now else {
-            serverNotBefore = nil
+        let left = ContinuousClock.now.duration(to: kept.deadline)
+        let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) * 1e-18
+        guard let until = kept.error.retryAfter, until > now, seconds > 0 else {
+            keptDeferral = nil
             return
         }
-        let bounded = min(until, now.addingTimeInterval(Self.maximumServerWait * 1.5))
         throw published(
             AppAttestClientError(
-                .deferred, "the server asked to wait until \(bounded)", retryAfter: bounded))
+                .deferred, kept.error.message, status: kept.error.status, problemCode: kept.error.problemCode,
+                action: kept.error.action,
+                // Its own time, unless the clock was set back since (by more than a second): then the time left.
+                retryAfter: until.timeIntervalSince(now) <= seconds + 1 ? until : now.addingTimeInterval(seconds)))
     }
 
     static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {

@@ -56,7 +56,6 @@ extension AppAttestClient {
     public func sign(_ request: URLRequest, isIdempotent: Bool? = nil) async throws(AppAttestClientError)
         -> AppAttestSignedRequest
     {
-        try checkServerDeferral()
         let binding = try RequestParts(request)
         let resendable =
             isIdempotent ?? Self.idempotentMethods.contains(binding.method)
@@ -117,6 +116,8 @@ extension AppAttestClient {
             let ticket = try await admit()
             let signedRequest: URLRequest?
             do {
+                // Here, once its turn came: a request that queued, or is sent again, before a deferral ended.
+                try checkServerDeferral()
                 let challenge = try await proofChallenge(keyID: keyID)
                 signedRequest = try await sign(
                     request, binding, keyID: keyID, challenge: challenge, ticket: ticket, attempt: &attempt)

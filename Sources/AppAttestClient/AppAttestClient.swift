@@ -78,9 +78,9 @@ public actor AppAttestClient {
     var clockOffset: TimeInterval = 0
     /// The attestation budget's state, stored with the key.
     var history = AppAttestStoredKey.History()
-    /// Until when the server said to wait, when the wait was too long to take within a request (a
-    /// ``AppAttestClientError/Code/deferred`` thrown): no request is signed or key registered before then.
-    var serverNotBefore: Date?
+    /// The deferral thrown when the server's App Attest layer asked for a wait too long to take within a request: no
+    /// request is signed or key registered before its time (``checkServerDeferral()``).
+    var keptDeferral: KeptDeferral?
 
     /// The challenges reserved for one key that the servers keep unused by default (`perKey`): the most requests
     /// that fetch or hold a challenge at once.

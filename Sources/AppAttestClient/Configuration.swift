@@ -159,8 +159,9 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
         /// The client will not try before ``AppAttestClientError/retryAfter``: the server asked for a wait that, with
         /// the random share the client adds to spread apps out, is longer than
         /// ``AppAttestClientConfiguration/maximumRetryDelay``; the server refused attestations; or the key
-        /// replacements of the day are spent. Until then every request and registration of this client throws it
-        /// again, without sending anything.
+        /// replacements of the day are spent. After the first, when the server's App Attest layer asked for the wait,
+        /// this client signs, sends and registers nothing until then (it keeps that in memory: a relaunch forgets
+        /// it); after the others it registers no key until then.
         public static let deferred = Code(name: "deferred")
         /// The name of the code.
         public var description: String { name }

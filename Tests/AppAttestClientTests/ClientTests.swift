@@ -36,6 +36,8 @@ struct ClientTests {
             var date: String?
             /// Refusals of every challenge request, when set.
             var challengeRefusal: AppAttestProblem?
+            /// A proxy's answer (not an App Attest problem document) to every challenge request, when set.
+            var challengeProxyAnswer: (status: Int, fields: [String: String])?
         }
         let state = Mutex(State())
 
@@ -72,6 +74,9 @@ struct ClientTests {
                 switch url.path {
                 case "/appattest/challenge":
                     if let refusal = state.challengeRefusal { return problem(refusal) }
+                    if let proxy = state.challengeProxyAnswer {
+                        return answer(proxy.status, Array("<html>busy</html>".utf8), proxy.fields)
+                    }
                     return answer(
                         200, Array(#"{"challenge":"\#(RequestBindingLayoutTesting.challenge)","expiresAt":"x"}"#.utf8))
                 case "/appattest/attestation":
@@ -420,10 +425,11 @@ struct ClientTests {
         #expect(retryAfter("99999999999999999999999") == 86_400)
         #expect(retryAfter("-5") == nil && retryAfter("1e3") == nil && retryAfter("") == nil)
         // Against the answer's Date, whatever the device's clock says (here, years after both).
-        let server = "Sat, 28 Nov 2026 12:00:00 GMT"
-        #expect(retryAfter("Sat, 28 Nov 2026 12:00:30 GMT", date: server) == 30)
-        #expect(retryAfter("Sat, 28 Nov 2026 11:59:00 GMT", date: server) == 0)
-        #expect(retryAfter("Sat, 28 Nov 2026 12:00:30 GMT") == 0)
+        let server = "Sat, 01 Jan 2000 12:00:00 GMT"
+        #expect(retryAfter("Sat, 01 Jan 2000 12:00:30 GMT", date: server) == 30)
+        #expect(retryAfter("Sat, 01 Jan 2000 11:59:00 GMT", date: server) == 0)
+        // Without a Date, against the device's clock.
+        #expect(retryAfter("Sat, 01 Jan 2000 12:00:30 GMT") == 0)
     }
 
     @Test("a challenge route that answers Retry-After: 0 is asked again with growing waits, a few times, then deferred")
@@ -434,6 +440,7 @@ struct ClientTests {
         configuration.initialRetryDelay = 0.001
         let client = AppAttestClient(configuration: configuration, keyProvider: Self.provider(), transport: transport)
         // Before, each refusal was asked again at once, without end.
+        let started = ContinuousClock.now
         await #expect {
             try await client.register()
         } throws: { error in
@@ -441,6 +448,26 @@ struct ClientTests {
         }
         let challenges = transport.sent.filter { $0.url!.path == "/appattest/challenge" }.count
         #expect(challenges == 1 + AppAttestClient.maximumChallengeRetries)
+        // The waits grew from initialRetryDelay: 1 + 2 + 4 + 8 + 16 + 32 ms at least.
+        #expect(ContinuousClock.now - started >= .milliseconds(63))
+    }
+
+    @Test("a proxy's 503 with a long Retry-After defers that call alone; an App Attest refusal's deferral is kept")
+    func proxyDeferral() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.challengeProxyAnswer = (503, ["Retry-After": "86400"]) }
+        let client = client(Self.provider(), transport)
+        for _ in 0..<2 {
+            await #expect {
+                try await client.register()
+            } throws: { error in
+                (error as? AppAttestClientError)?.code == .deferred
+            }
+        }
+        // Each call asked: the proxy speaks for no App Attest server, so its wait holds nothing back.
+        #expect(transport.sent.filter { $0.url!.path == "/appattest/challenge" }.count == 2)
+        transport.state.withLock { $0.challengeProxyAnswer = nil }
+        #expect(try await client.register().isEmpty == false)
     }
 
     @Test("after a deferral the client sends nothing until its time, then goes on")
@@ -470,6 +497,16 @@ struct ClientTests {
             } catch {
                 #expect(error.code == .deferred && error.retryAfter == deferredUntil)
             }
+        }
+        #expect(transport.sent.count == sent)
+        // A device clock set back a year holds it no longer than the wait the server gave.
+        clock.withLock { $0 = $0.addingTimeInterval(-365 * 86_400) }
+        do {
+            _ = try await client.data(for: request)
+            Issue.record("no error")
+        } catch {
+            let left = try #require(error.retryAfter).timeIntervalSince(clock.withLock { $0 })
+            #expect(error.code == .deferred && left > 100 && left <= 180)
         }
         #expect(transport.sent.count == sent)
         clock.withLock { $0 = deferredUntil.addingTimeInterval(1) }
