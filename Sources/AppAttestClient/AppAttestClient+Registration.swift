@@ -71,9 +71,11 @@ extension AppAttestClient {
     /// Throws a deferral while the server's refusals say to wait, or, for a new key, when the day's keys are spent.
     func checkAttestationBudget(newKey: Bool) throws(AppAttestClientError) {
         let now = configuration.now()
-        // Never longer than the longest wait from now, whatever the clock said when it was stored.
+        // Never longer than the wait these refusals give from now, whatever the clock said when it was stored: a
+        // clock set back since would otherwise hold every registration until it caught up again.
         if let stored = history.notBefore, stored > now {
-            let notBefore = min(stored, now.addingTimeInterval(Self.refusalBackoff(.max)))
+            let notBefore = min(stored, now.addingTimeInterval(Self.refusalBackoff(history.refusedAttestations)))
+            history.notBefore = notBefore
             throw published(
                 AppAttestClientError(
                     .deferred, "the server refused \(history.refusedAttestations) attestations in a row",

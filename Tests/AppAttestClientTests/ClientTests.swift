@@ -683,6 +683,32 @@ struct ClientTests {
         #expect(stored.history?.discards.count == 2)
     }
 
+    @Test("a device clock set back after a refused attestation holds registration no longer than the refusal's wait")
+    func refusedAttestationClockSetBack() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.now = { clock.withLock { $0 } }
+        let client = AppAttestClient(configuration: configuration, keyProvider: provider, transport: transport)
+        let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
+        transport.state.withLock { $0.attestationRefusals = [refusal] }
+        await #expect(throws: AppAttestClientError.self) { try await client.register() }
+        // A year back: the stored time is a year and a minute ahead, but the wait stays the one refusal's minute.
+        clock.withLock { $0 -= 365 * 86_400 }
+        do {
+            _ = try await client.register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(error.code == .deferred)
+            #expect((error.retryAfter ?? .distantFuture).timeIntervalSince(clock.withLock { $0 }) <= 60)
+        }
+        // A minute on, the client registers a new key (before, not until the clock caught up a year later).
+        clock.withLock { $0 += 61 }
+        #expect(try await client.register().isEmpty == false)
+        #expect(await provider.callCount("attestKey") == 2)
+    }
+
     @Test(
         "a 4xx that is not an App Attest problem leaves the key and its attestation alone; attestKey failures give a new key"
     )
