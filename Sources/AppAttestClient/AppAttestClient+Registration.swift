@@ -236,8 +236,7 @@ extension AppAttestClient {
                     problemCode: error.problemCode, action: error.action)
             }
         }
-        let delay = Self.boundedWait(
-            min(configuration.initialRetryDelay * pow(2, Double(attempt - 1)), configuration.maximumRetryDelay))
+        let delay = Self.boundedWait(min(exponentialDelay(afterRetries: attempt - 1), configuration.maximumRetryDelay))
         // Full jitter, so that many apps that failed together do not come back together.
         try await Self.sleep(seconds: Double.random(in: (delay / 2)...max(delay, delay / 2)))
     }
@@ -275,14 +274,13 @@ extension AppAttestClient {
                 answer = try await postJSON(
                     configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
             } catch  where error.code == .registrationRefused && [429, 503].contains(error.status ?? 0) {
-                let backoff = Self.boundedWait(configuration.initialRetryDelay * pow(2, Double(retries)))
                 let told = error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 0
-                let wait = max(Self.boundedWait(told), backoff)
+                let wait = max(Self.boundedWait(told), exponentialDelay(afterRetries: retries))
                 // What was slept counts, the random share included, so that the total stays within the limit.
                 let next =
                     retries < Self.maximumChallengeRetries
                     ? Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay - waited)
-                    : .deferral(wait + Double.random(in: 0...(wait / 2)))
+                    : .deferral(Self.spread(wait))
                 switch next {
                 case .sleep(let delay):
                     try await Self.sleep(seconds: delay)

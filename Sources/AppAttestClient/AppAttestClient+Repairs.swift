@@ -143,9 +143,20 @@ extension AppAttestClient {
     /// time, spread alike. Never sooner than `wait` (at most ``maximumServerWait``), and never held back to `limit`,
     /// where apps told a wait near it would all come back at the same instant.
     static func retryWait(toldToWait wait: TimeInterval, within limit: TimeInterval) -> RetryWait {
-        let wait = boundedWait(wait)
-        let spread = wait + Double.random(in: 0...(wait / 2))
+        let spread = spread(wait)
         return spread <= limit ? .sleep(spread) : .deferral(spread)
+    }
+
+    /// `wait` (bounded, ``boundedWait(_:)``) and a random share of it more, up to half again.
+    static func spread(_ wait: TimeInterval) -> TimeInterval {
+        let wait = boundedWait(wait)
+        return wait + Double.random(in: 0...(wait / 2))
+    }
+
+    /// The exponential backoff's delay after `retries` failed tries: ``AppAttestClientConfiguration/initialRetryDelay``
+    /// doubled each time (bounded, ``boundedWait(_:)``).
+    func exponentialDelay(afterRetries retries: Int) -> TimeInterval {
+        Self.boundedWait(configuration.initialRetryDelay * pow(2, Double(retries)))
     }
 
     /// A deferral the client keeps: the error thrown, and when it ends by the time that passes (so that a device
