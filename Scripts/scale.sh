@@ -18,7 +18,8 @@
 # the run; cpu_us the server's CPU time (user and system, from /proc) per request of the assertion run, not the
 # database's (less moved by the machine's drift than the rates, when builds are compared). Then per database and size
 # the medians over the rounds, as multiples of the smallest size's:
-#   MEDIAN db=D keys=N rounds=K ratio=X p99=… cpu_us=C (A x and B x the 1000-key run)
+#   MEDIAN db=D keys=N rounds=K rps=R ratio=X p99=… cpu_us=C (A x and B x the 1000-key run; its rate Q x)
+# (Q, the rates' multiple without the /ping runs, for reading the ratio's: a /ping run moves by 10–15 % from the next.)
 # The script exits 1 when a counter is lost or an assertion refused. On PostgreSQL it creates and drops databases
 # (appattest_scale_seed_N, appattest_scale_run) beside the one of APPATTEST_POSTGRES_URL: its user needs CREATEDB.
 set -euo pipefail
@@ -180,6 +181,7 @@ awk '
     /^RESULT/ {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0; c[k, n[k]] = v["cpu_us"] + 0
+        q[k, n[k]] = v["rps"] + 0
         if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
         if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
         if (first == "" || v["keys"] + 0 < first + 0) first = v["keys"]
@@ -192,11 +194,13 @@ awk '
     END {
         for (i = 1; i <= d; i++) for (j = 1; j <= s; j++) {
             k = dbs[i] " " sizes[j]; if (!n[k]) continue
-            mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k])
+            mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k]); mq = median(q, k, n[k])
             base = dbs[i] " " first
-            line = sprintf("MEDIAN db=%s keys=%s rounds=%d ratio=%.3f p99=%.2fms cpu_us=%.0f", dbs[i], sizes[j], n[k], mr, mp, mc)
+            line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f", dbs[i], sizes[j], n[k], mq, mr, mp, mc)
             if (sizes[j] != first && n[base] && median(r, base, n[base]) > 0 && median(p, base, n[base]) > 0) {
-                line = line sprintf(" (%.3f x and %.2f x the %s-key run)", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
+                line = line sprintf(" (%.3f x and %.2f x the %s-key run", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
+                if (median(q, base, n[base]) > 0) line = line sprintf("; its rate %.3f x", mq / median(q, base, n[base]))
+                line = line ")"
             }
             print line
         }
