@@ -51,7 +51,9 @@ function init(args)
   -- share of wrk grew with the fleet (10 µs of the shared cores a request with 1,000 keys, 19.5 with 100,000, in
   -- perf), which scale.sh counted against the server; the responses are kept as they come instead, and read after
   -- the run (1.5–5 µs apart in two runs, each about 14 µs). Each response leaves its body and a table of its headers,
-  -- about half a kilobyte: past a gigabyte (minutes of a run here) the collector starts again.
+  -- about half a kilobyte: past a gigabyte (minutes of a run here) the kept responses are folded into `highest`, each
+  -- key's highest accepted counter, and the collector starts again, so that a long run holds what the fleet needs.
+  highest = {}
   responses = 0
   if mode ~= "ping" then
     collectgarbage("collect")
@@ -60,6 +62,20 @@ function init(args)
 end
 
 local function count(t, k) t[k] = (t[k] or 0) + 1 end
+
+-- Kept responses (200s) folded into each key's highest accepted counter and the received counts.
+local function fold(bodies, highest, received)
+  for _, body in ipairs(bodies) do
+    local key = body:match('"keyId":"([^"]+)"')
+    local c = tonumber(body:match('"counter":(%d+)'))
+    if key and c then
+      count(received, "accepted")
+      if (highest[key] or 0) < c then highest[key] = c end
+    else
+      count(received, "status200")
+    end
+  end
+end
 
 local function valid()
   if nextline > lines then
@@ -98,7 +114,11 @@ end
 function response(status, headers, body)
   if mode == "ping" then count(received, "status" .. status); return end
   responses = responses + 1
-  if responses % 65536 == 0 and collectgarbage("count") > 1048576 then collectgarbage("restart") end
+  if responses % 65536 == 0 and collectgarbage("count") > 1048576 then
+    fold(accepted, highest, received)
+    accepted = {}
+    collectgarbage("restart")
+  end
   if status == 200 then
     -- Kept as it came and read in done(), after the run: a table keyed by keyId here grows with the fleet, and so does
     -- its cost (init, above).
@@ -116,16 +136,10 @@ function done(summary, latency, requests)
       local t = thread:get(what)
       for k, v in pairs(t) do totals[what][k] = (totals[what][k] or 0) + v end
     end
-    for _, body in ipairs(thread:get("accepted")) do
-      local key = body:match('"keyId":"([^"]+)"')
-      local c = tonumber(body:match('"counter":(%d+)'))
-      if key and c then
-        count(totals.received, "accepted")
-        if (keys[key] or 0) < c then keys[key] = c end
-      else
-        count(totals.received, "status200")
-      end
+    for k, v in pairs(thread:get("highest")) do
+      if (keys[k] or 0) < v then keys[k] = v end
     end
+    fold(thread:get("accepted"), keys, totals.received)
   end
   local seconds = summary.duration / 1e6
   io.write(string.format("RESULT mode=%s requests=%d rps=%.0f p50=%.2fms p99=%.2fms socket_errors=%d non2xx=%d\n", threads[1]:get("mode"),
