@@ -197,10 +197,13 @@ awk '
             mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k]); mq = median(q, k, n[k])
             base = dbs[i] " " first
             line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f", dbs[i], sizes[j], n[k], mq, mr, mp, mc)
-            if (sizes[j] != first && n[base] && median(r, base, n[base]) > 0 && median(p, base, n[base]) > 0) {
-                line = line sprintf(" (%.3f x and %.2f x the %s-key run", mr / median(r, base, n[base]), mp / median(p, base, n[base]), first)
-                if (median(q, base, n[base]) > 0) line = line sprintf("; its rate %.3f x", mq / median(q, base, n[base]))
-                line = line ")"
+            if (sizes[j] != first && n[base]) {
+                br = median(r, base, n[base]); bp = median(p, base, n[base]); bq = median(q, base, n[base])
+                if (br > 0 && bp > 0) {
+                    line = line sprintf(" (%.3f x and %.2f x the %s-key run", mr / br, mp / bp, first)
+                    if (bq > 0) line = line sprintf("; its rate %.3f x", mq / bq)
+                    line = line ")"
+                }
             }
             print line
         }
