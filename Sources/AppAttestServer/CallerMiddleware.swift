@@ -26,11 +26,11 @@ struct CallerMiddleware: RouterMiddleware {
             var refused = Response(
                 .problem(.init(status: .unauthorized, code: "unauthorized", title: "A valid bearer token is required")))
             refused.headers[.wwwAuthenticate] = "Bearer"
-            return refused
+            return await refusal(refused, after: request)
         }
         if let limiter = server.rateLimiter, case .limited(let retryAfter) = limiter.acquire(caller.name) {
             server.metrics.refused("rateLimited")
-            return Response(.problem(.rateLimited(retryAfter: retryAfter)))
+            return await refusal(Response(.problem(.rateLimited(retryAfter: retryAfter))), after: request)
         }
         var request = request
         let limit = server.configuration.maximumBodyBytes
@@ -47,6 +47,23 @@ struct CallerMiddleware: RouterMiddleware {
         // Metadata costs on every request (the stream handler re-renders it): only when info logs are written.
         if context.logger.logLevel <= .info { context.logger[metadataKey: "caller"] = "\(caller.name)" }
         return try await next(request, context)
+    }
+
+    /// `response`, once the request's body has been read and dropped (up to the body limit, which the connection's
+    /// deadlines bound in time). An HTTP/1.1 client still sending its body when a refusal arrives may fail the request
+    /// on its side instead of reading the answer (AsyncHTTPClient reports `bodyLengthMismatch`); the server would
+    /// read and drop the body after the answer anyway, so reading it first costs nothing more.
+    private func refusal(_ response: Response, after request: Request) async -> Response {
+        var remaining = server.configuration.maximumBodyBytes
+        do {
+            for try await part in request.body {
+                remaining -= part.readableBytes
+                if remaining < 0 { break }
+            }
+        } catch {
+            // The connection failed: the answer will not be read either.
+        }
+        return response
     }
 }
 #endif  // Service

@@ -156,6 +156,25 @@ struct ConnectionGuardTests {
         }
     }
 
+    @Test("a refused request is answered once its body has been read, so that a client still sending it reads the answer")
+    func refusalAfterBody() async throws {
+        try await Fixture.withListeningServer({ _ in }) { port in
+            let client = try await Self.connected(port: port)
+            let body = #"{"purpose":"attestation"}"#
+            H.send(
+                client,
+                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n")
+            // No token: refused, but not before the body has come.
+            let early = await Self.answer(client, within: 1)
+            #expect(early == nil, "answered before the body was sent: \(early ?? "")")
+            H.send(client, body)
+            let answer = await Self.answer(client, within: 20)
+            #expect(answer?.hasPrefix("HTTP/1.1 401") == true, "\(answer ?? "no answer")")
+            close(client)
+        }
+    }
+
     @Test("a connection past its lifetime is closed between requests, and reads no further request")
     func lifetime() async throws {
         try await Fixture.withListeningServer({ $0.connectionLifetimeSeconds = 1 }) { port in
