@@ -156,7 +156,7 @@ struct ConnectionGuardTests {
         }
     }
 
-    @Test("a refused request is answered once its body has been read, so that a client still sending it reads the answer")
+    @Test("a refused request is answered once its body has been read: a client still sending it reads the answer")
     func refusalAfterBody() async throws {
         try await Fixture.withListeningServer({ _ in }) { port in
             let client = try await Self.connected(port: port)
