@@ -36,7 +36,7 @@ start)
         if [ "$(id -u)" -eq 0 ]; then chown postgres "$data/server.key" "$data/server.crt"; fi
     fi
     as_postgres "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
-        -o "-p $port -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=200 -c fsync=on -c ssl=on \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=800 -c fsync=on -c ssl=on \
             -c ssl_cert_file=$data/server.crt -c ssl_key_file=$data/server.key" start >/dev/null
     as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -tAc \
         "SELECT 1 FROM pg_database WHERE datname = 'appattest'" | grep -q 1 \

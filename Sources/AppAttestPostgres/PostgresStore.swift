@@ -60,6 +60,17 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     /// `~/.postgresql/root.crt` when it exists, as with libpq. `verify-ca` and `verify-full` without either are refused,
     /// as libpq refuses them. `sslrootcert=system` trusts the system's roots, and only with `verify-full` (the
     /// default then): a public CA vouches for any name, so a check without the host name would accept any server.
+    ///
+    /// The pool keeps 4 connections open (`options.minimumConnections`; up to PostgresNIO's 20 under load) and sends
+    /// no keep-alive queries (`options.keepAliveBehavior` nil). PostgresNIO schedules a timer each time it takes a
+    /// connection back (for its idle timeout unless it is one of those kept open, and for its next keep-alive query)
+    /// and cancels it at the next lease: a task group, a sleep and its cancellation for every store operation, and the
+    /// cancelled sleep stays in memory until it would have ended, 30 or 60 seconds later (with 100,000 keys, half the
+    /// server's memory; README, “Scale”). A connection that a network device dropped
+    /// while idle is then found at its next use, which fails within ``operationTimeout``: set PostgreSQL's
+    /// `tcp_keepalives_idle` below the idle timeout of any NAT or load balancer on the way. Change these options on
+    /// the returned configuration to choose otherwise; a client of your own
+    /// (``make(client:logger:startupTimeout:operationTimeout:)``) gains the same by setting them.
     public static func configuration(url: String) throws(StoreError) -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url),
             ["postgres", "postgresql"].contains(components.scheme ?? ""),
@@ -112,10 +123,17 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
             throw StoreError(
                 .unavailable, "sslmode is one of disable, prefer, require, verify-ca, verify-full")
         }
-        return PostgresClient.Configuration(
+        var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: user, password: components.password,
             database: database.isEmpty ? nil : database, tls: tls)
+        configuration.options.minimumConnections = persistentConnections
+        configuration.options.keepAliveBehavior = nil
+        return configuration
     }
+
+    /// The connections ``configuration(url:)`` keeps open: as many as one key read and one acceptance in flight
+    /// need, with room for the other operations.
+    static let persistentConnections = 4
 
     /// Connects with a full client configuration: runs its own client, and migrates.
     /// - Parameters:

@@ -88,6 +88,14 @@ struct PostgresConnectionTests {
         }
     }
 
+    @Test("the pool keeps 4 connections open and sends no keep-alive queries: no timer per operation")
+    func poolWithoutTimers() throws {
+        let options = try PostgresAppAttestStore.configuration(url: "postgres://u@h/db").options
+        #expect(options.minimumConnections == 4)
+        #expect(options.maximumConnections >= 4)
+        #expect(options.keepAliveBehavior == nil)
+    }
+
     @Test(
         "verify-ca and verify-full without a root file are refused as libpq refuses them; system roots only verify-full"
     )

@@ -105,8 +105,10 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
             let store = try await PostgresAppAttestStore.connect(url: url, operationTimeout: .seconds(60))
             return (store, url)
         #endif
+        #if !(SQLite && PostgreSQL)
         default:
             throw StoreError(.unavailable, "\(self) needs its trait")
+        #endif
         }
     }
 }
