@@ -183,7 +183,9 @@ extension AppAttestClient {
     }
 
     /// Throws the kept deferral again (``serverDeferral(_:for:status:problemCode:action:)``) until its time: by the
-    /// configured clock, and never past the time its wait gives from when it was kept (a clock set back).
+    /// configured clock, and never past the time its wait gives from when it was kept (a clock set back). Without an
+    /// event: its `deferred` event was published when it was first thrown, and an app that calls again at once would
+    /// otherwise flood ``events`` with the same one.
     func checkServerDeferral() throws(AppAttestClientError) {
         guard let kept = keptDeferral else { return }
         let now = configuration.now()
@@ -193,12 +195,11 @@ extension AppAttestClient {
             keptDeferral = nil
             return
         }
-        throw published(
-            AppAttestClientError(
-                .deferred, kept.error.message, status: kept.error.status, problemCode: kept.error.problemCode,
-                action: kept.error.action,
-                // Its own time, unless the clock was set back since (by more than a second): then the time left.
-                retryAfter: until.timeIntervalSince(now) <= seconds + 1 ? until : now.addingTimeInterval(seconds)))
+        throw AppAttestClientError(
+            .deferred, kept.error.message, status: kept.error.status, problemCode: kept.error.problemCode,
+            action: kept.error.action,
+            // Its own time, unless the clock was set back since (by more than a second): then the time left.
+            retryAfter: until.timeIntervalSince(now) <= seconds + 1 ? until : now.addingTimeInterval(seconds))
     }
 
     static func sleep(seconds: TimeInterval) async throws(AppAttestClientError) {

@@ -511,6 +511,13 @@ struct ClientTests {
         #expect(transport.sent.count == sent)
         clock.withLock { $0 = deferredUntil.addingTimeInterval(1) }
         #expect(try await client.data(for: request).1.statusCode == 200)
+        // One `deferred` event for the deferral, however many calls it refused (up to the second answer).
+        var kinds: [AppAttestClientEvent.Kind] = []
+        for await event in client.events {
+            kinds.append(event.kind)
+            if kinds.filter({ $0 == .answered }).count == 2 { break }
+        }
+        #expect(kinds.filter { $0 == .deferred }.count == 1, "\(kinds.map(\.name))")
     }
 
     @Test("retry answers wait for Retry-After and are sent again; a longer wait is a deferral that says until when")
