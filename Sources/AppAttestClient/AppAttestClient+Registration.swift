@@ -16,6 +16,7 @@ extension AppAttestClient {
             do { record = try await keyStorage.load() } catch { throw AppAttestClientError(.storage, "\(error)") }
             history = record?.history ?? AppAttestStoredKey.History()
             key = record?.discarded == true ? nil : record
+            discardedKeyID = record?.discarded == true ? record?.keyID : nil
             loaded = true
         }
         return key
@@ -33,6 +34,7 @@ extension AppAttestClient {
     /// No current key: the storage keeps `keyID` marked discarded when there is history to remember, else nothing.
     func saveNoKey(last keyID: String?) async throws(AppAttestClientError) {
         key = nil
+        discardedKeyID = keyID
         let storage = keyStorage
         if let keyID, !history.isEmpty {
             let record = AppAttestStoredKey(keyID: keyID, registered: false, discarded: true, history: history)
@@ -40,6 +42,11 @@ extension AppAttestClient {
         } else {
             try await write { try await storage.remove() }
         }
+    }
+
+    /// Stores the history as it is: with the current key, or beside the last discarded one.
+    func saveHistory() async throws(AppAttestClientError) {
+        if let key { try await save(key) } else { try await saveNoKey(last: discardedKeyID) }
     }
 
     /// Runs a storage write after every write started before it: the actor lets other calls run while a write
@@ -69,13 +76,18 @@ extension AppAttestClient {
     }
 
     /// Throws a deferral while the server's refusals say to wait, or, for a new key, when the day's keys are spent.
-    func checkAttestationBudget(newKey: Bool) throws(AppAttestClientError) {
+    func checkAttestationBudget(newKey: Bool) async throws(AppAttestClientError) {
         let now = configuration.now()
         // Never longer than the wait these refusals give from now, whatever the clock said when it was stored: a
         // clock set back since would otherwise hold every registration until it caught up again.
         if let stored = history.notBefore, stored > now {
             let notBefore = min(stored, now.addingTimeInterval(Self.refusalBackoff(history.refusedAttestations)))
-            history.notBefore = notBefore
+            if notBefore < stored {
+                // Stored as shortened, so that a relaunch waits until then, not for the whole wait again from its
+                // own time (an app relaunched more often than the wait would never register).
+                history.notBefore = notBefore
+                try await saveHistory()
+            }
             throw published(
                 AppAttestClientError(
                     .deferred, "the server refused \(history.refusedAttestations) attestations in a row",
@@ -124,7 +136,7 @@ extension AppAttestClient {
             }
             do {
                 if keyID == nil {
-                    try checkAttestationBudget(newKey: true)
+                    try await checkAttestationBudget(newKey: true)
                     let generated = try await provider { try await keyProvider.generateKey() }
                     try checkCurrent()
                     emit(AppAttestClientEvent(.keyGenerated, keyID: generated))
@@ -133,7 +145,7 @@ extension AppAttestClient {
                 }
                 guard let current = keyID else { continue }
                 if attestation?.keyID != current {
-                    try checkAttestationBudget(newKey: false)
+                    try await checkAttestationBudget(newKey: false)
                     // Apple asks that an attestation it could not make (serverUnavailable) be asked again with the
                     // same key and the same clientDataHash: the challenge is fetched once per key.
                     let challenge: [UInt8]

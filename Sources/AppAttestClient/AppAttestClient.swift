@@ -78,6 +78,8 @@ public actor AppAttestClient {
     var clockOffset: TimeInterval = 0
     /// The attestation budget's state, stored with the key.
     var history = AppAttestStoredKey.History()
+    /// The keyId stored as discarded, beside which the history is kept while there is no current key.
+    var discardedKeyID: String?
     /// The deferral thrown when the server's App Attest layer asked for a wait too long to take within a request: no
     /// request is signed or key registered before its time (``checkServerDeferral()``).
     var keptDeferral: KeptDeferral?

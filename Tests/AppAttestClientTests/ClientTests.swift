@@ -716,6 +716,44 @@ struct ClientTests {
         #expect(await provider.callCount("attestKey") == 2)
     }
 
+    @Test("the wait a clock set back shortened is stored as shortened: a relaunch does not start it again")
+    func refusedAttestationClockSetBackRelaunch() async throws {
+        let provider = Self.provider()
+        let storage = MemoryKeyStorage()
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.now = { clock.withLock { $0 } }
+        let first = AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
+        transport.state.withLock { $0.attestationRefusals = [refusal] }
+        await #expect(throws: AppAttestClientError.self) { try await first.register() }
+        clock.withLock { $0 -= 365 * 86_400 }
+        var shortened: Date?
+        do {
+            _ = try await first.register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(error.code == .deferred)
+            shortened = error.retryAfter
+        }
+        let until = try #require(shortened)
+        // Relaunched half a minute later, on the same storage: the same time, not a minute from the relaunch.
+        clock.withLock { $0 += 30 }
+        let second = AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        do {
+            _ = try await second.register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(error.code == .deferred)
+            #expect((error.retryAfter ?? .distantFuture) <= until)
+        }
+        clock.withLock { $0 = until.addingTimeInterval(1) }
+        #expect(try await second.register().isEmpty == false)
+    }
+
     @Test(
         "a 4xx that is not an App Attest problem leaves the key and its attestation alone; attestKey failures give a new key"
     )
