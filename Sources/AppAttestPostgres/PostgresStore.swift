@@ -65,12 +65,18 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     /// no keep-alive queries (`options.keepAliveBehavior` nil). PostgresNIO schedules a timer each time it takes a
     /// connection back (for its idle timeout unless it is one of those kept open, and for its next keep-alive query)
     /// and cancels it at the next lease: a task group, a sleep and its cancellation for every store operation, and the
-    /// cancelled sleep stays in memory until it would have ended, 30 or 60 seconds later (with 100,000 keys, half the
-    /// server's memory; README, “Scale”). A connection that a network device dropped
-    /// while idle is then found at its next use, which fails within ``operationTimeout``: set PostgreSQL's
-    /// `tcp_keepalives_idle` below the idle timeout of any NAT or load balancer on the way. Change these options on
-    /// the returned configuration to choose otherwise; a client of your own
+    /// cancelled sleep stays in memory until it would have ended, 30 or 60 seconds later (with 100,000 keys, 40–50 % of
+    /// the server's memory; README, “Scale”).
+    ///
+    /// Without keep-alive queries, a connection kept open may stay idle for long on a quiet instance. If a NAT or a
+    /// load balancer on the way drops it silently, the operations that next use it (a batch of acceptances, or of
+    /// key reads) fail with `unavailable` at ``operationTimeout``, and the connection stays taken until the operating
+    /// system gives up on it (about 15 minutes on Linux). Keep TCP keep-alives below the idle timeout of anything on
+    /// the way: PostgreSQL's `tcp_keepalives_idle` when the instances connect to it directly, the proxy's own towards
+    /// the instances otherwise (HAProxy's `option clitcpka`, PgBouncer's `tcp_keepidle`). Or set the options back on
+    /// the returned configuration (`keepAliveBehavior = .init()`); a client of your own
     /// (``make(client:logger:startupTimeout:operationTimeout:)``) gains the same by setting them.
+    /// ``connect(configuration:logger:startupTimeout:operationTimeout:)`` lowers a minimum above the maximum to it.
     public static func configuration(url: String) throws(StoreError) -> PostgresClient.Configuration {
         guard let components = URLComponents(string: url),
             ["postgres", "postgresql"].contains(components.scheme ?? ""),
@@ -148,6 +154,11 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     )
         async throws(StoreError) -> PostgresAppAttestStore
     {
+        // PostgresNIO traps on a pool whose minimum exceeds its maximum (a maximum lowered on `configuration(url:)`'s
+        // result without its minimum).
+        var configuration = configuration
+        configuration.options.minimumConnections = min(
+            configuration.options.minimumConnections, configuration.options.maximumConnections)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let store = PostgresAppAttestStore(client: client, logger: logger, operationTimeout: operationTimeout)
         store.runner.withLock { $0 = Task { await client.run() } }
@@ -196,9 +207,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         client: PostgresClient, configuration: PostgresClient.Configuration, logger: Logger,
         startupTimeout: Duration, operationTimeout: Duration
     ) async throws(StoreError) -> PostgresAppAttestStore {
-        // The migration's client logs nothing of its own (a lease can precede its run loop by a moment).
+        // The migration's client logs nothing of its own (a lease can precede its run loop by a moment), and opens
+        // only the connection the migration takes.
+        var migration = configuration
+        migration.options.minimumConnections = 0
         let migrationClient = PostgresClient(
-            configuration: configuration,
+            configuration: migration,
             backgroundLogger: Logger(
                 label: "AppAttestPostgres",
                 factory: { _ in

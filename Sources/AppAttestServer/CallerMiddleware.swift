@@ -49,11 +49,14 @@ struct CallerMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    /// `response`, once the request's body has been read and dropped (up to the body limit, which the connection's
-    /// deadlines bound in time). An HTTP/1.1 client still sending its body when a refusal arrives may fail the request
-    /// on its side instead of reading the answer (AsyncHTTPClient reports `bodyLengthMismatch`); the server would
-    /// read and drop the body after the answer anyway, so reading it first costs nothing more.
+    /// `response`, once the request's body has been read and dropped (up to the body limit, within the request's
+    /// deadline). An HTTP/1.1 client still sending its body when a refusal arrives may fail the request on its side
+    /// instead of reading the answer (AsyncHTTPClient reports `bodyLengthMismatch`). On a connection kept open the
+    /// server reads and drops the body after the answer anyway; a request that closes its connection (or one closed by
+    /// a graceful shutdown) is now held until its body has come, which the request's deadline bounds. A client that
+    /// asked to be told before it sends (`Expect: 100-continue`) sends nothing until then: answered at once.
     private func refusal(_ response: Response, after request: Request) async -> Response {
+        if request.headers[.expect]?.lowercased() == "100-continue" { return response }
         var remaining = server.configuration.maximumBodyBytes
         do {
             for try await part in request.body {

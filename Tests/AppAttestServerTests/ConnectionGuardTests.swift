@@ -156,7 +156,7 @@ struct ConnectionGuardTests {
         }
     }
 
-    @Test("a refused request is answered once its body has been read: a client still sending it reads the answer")
+    @Test("a refused request is answered once its body has been read, or at once to a client that waits for 100")
     func refusalAfterBody() async throws {
         try await Fixture.withListeningServer({ _ in }) { port in
             let client = try await Self.connected(port: port)
@@ -172,6 +172,15 @@ struct ConnectionGuardTests {
             let answer = await Self.answer(client, within: 20)
             #expect(answer?.hasPrefix("HTTP/1.1 401") == true, "\(answer ?? "no answer")")
             close(client)
+            // A client that waits to be told before it sends its body is answered at once.
+            let waiting = try await Self.connected(port: port)
+            H.send(
+                waiting,
+                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    + "Expect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            let told = await Self.answer(waiting, within: 20)
+            #expect(told?.hasPrefix("HTTP/1.1 401") == true, "\(told ?? "no answer")")
+            close(waiting)
         }
     }
 

@@ -97,6 +97,17 @@ struct PostgresConnectionTests {
     }
 
     @Test(
+        "a maximum lowered below the connections kept open is the pool's size (PostgresNIO would trap)",
+        .enabled(if: url != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func maximumBelowMinimum() async throws {
+        var configuration = try PostgresAppAttestStore.configuration(url: try Self.url(""))
+        configuration.options.maximumConnections = 2
+        let store = try await PostgresAppAttestStore.connect(configuration: configuration)
+        defer { store.shutdown() }
+        try await Self.exercise(store)
+    }
+
+    @Test(
         "verify-ca and verify-full without a root file are refused as libpq refuses them; system roots only verify-full"
     )
     func modesWithoutRoots() throws {
