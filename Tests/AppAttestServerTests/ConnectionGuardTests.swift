@@ -139,15 +139,19 @@ struct ConnectionGuardTests {
         }
     }
 
+    /// The head of a challenge request whose JSON body of `length` bytes is sent apart, with `headers` (lines ending
+    /// in CRLF) added.
+    static func challengeHead(_ headers: String = "", length: Int) -> String {
+        "POST /v1/challenges HTTP/1.1\r\nHost: x\r\n\(headers)Content-Type: application/json\r\n"
+            + "Content-Length: \(length)\r\n\r\n"
+    }
+
     @Test("with a read-ahead bound of one, a request whose body comes after its head is still read and answered")
     func bodyAfterHeadWithBoundOfOne() async throws {
         try await Fixture.withListeningServer({ $0.maximumPipelinedRequests = 1 }) { port in
             let client = try await Self.connected(port: port)
             let body = #"{"purpose":"attestation"}"#
-            H.send(
-                client,
-                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Fixture.tokenA)\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            H.send(client, Self.challengeHead("Authorization: Bearer \(Fixture.tokenA)\r\n", length: body.utf8.count))
             try await Task.sleep(for: .milliseconds(300))
             H.send(client, body)
             let answer = await Self.answer(client, within: 20)
@@ -161,10 +165,7 @@ struct ConnectionGuardTests {
         try await Fixture.withListeningServer({ _ in }) { port in
             let client = try await Self.connected(port: port)
             let body = #"{"purpose":"attestation"}"#
-            H.send(
-                client,
-                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: \(body.utf8.count)\r\n\r\n")
+            H.send(client, Self.challengeHead(length: body.utf8.count))
             // No token: refused, but not before the body has come.
             let early = await Self.answer(client, within: 1)
             #expect(early == nil, "answered before the body was sent: \(early ?? "")")
@@ -174,10 +175,7 @@ struct ConnectionGuardTests {
             close(client)
             // A client that waits to be told before it sends its body is answered at once.
             let waiting = try await Self.connected(port: port)
-            H.send(
-                waiting,
-                "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    + "Expect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            H.send(waiting, Self.challengeHead("Expect: 100-continue\r\n", length: body.utf8.count))
             let told = await Self.answer(waiting, within: 20)
             #expect(told?.hasPrefix("HTTP/1.1 401") == true, "\(told ?? "no answer")")
             close(waiting)
