@@ -722,10 +722,7 @@ struct ClientTests {
         let storage = MemoryKeyStorage()
         let transport = ScriptedTransport()
         let clock = Mutex(Date())
-        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
-        configuration.now = { clock.withLock { $0 } }
-        let first = AppAttestClient(
-            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        let first = client(provider, transport, storage: storage, now: { clock.withLock { $0 } })
         let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
         transport.state.withLock { $0.attestationRefusals = [refusal] }
         await #expect(throws: AppAttestClientError.self) { try await first.register() }
@@ -741,8 +738,7 @@ struct ClientTests {
         let until = try #require(shortened)
         // Relaunched half a minute later, on the same storage: the same time, not a minute from the relaunch.
         clock.withLock { $0 += 30 }
-        let second = AppAttestClient(
-            configuration: configuration, keyProvider: provider, keyStorage: storage, transport: transport)
+        let second = client(provider, transport, storage: storage, now: { clock.withLock { $0 } })
         do {
             _ = try await second.register()
             Issue.record("no deferral")
