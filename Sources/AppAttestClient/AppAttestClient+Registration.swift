@@ -88,7 +88,7 @@ extension AppAttestClient {
                 history.notBefore = notBefore
                 try await saveHistory()
             }
-            throw published(
+            throw publishedOnce(
                 AppAttestClientError(
                     .deferred, "the server refused \(history.refusedAttestations) attestations in a row",
                     retryAfter: notBefore))
@@ -96,11 +96,20 @@ extension AppAttestClient {
         guard newKey else { return }
         history.discards.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
         if history.discards.count > max(configuration.maximumKeyReplacementsPerDay, 0) {
-            throw published(
+            throw publishedOnce(
                 AppAttestClientError(
                     .deferred, "\(history.discards.count) keys were discarded in the last 24 hours",
                     retryAfter: (history.discards.min() ?? now).addingTimeInterval(86_400)))
         }
+    }
+
+    /// `error`, a deferral of the attestation budget, published when its time is not the one last published: a wait
+    /// is announced once, not once for each call it refuses (an app that calls again at once would otherwise flood
+    /// ``events`` with the same one).
+    func publishedOnce(_ error: AppAttestClientError) -> AppAttestClientError {
+        guard error.retryAfter != publishedBudgetDeferral else { return error }
+        publishedBudgetDeferral = error.retryAfter
+        return published(error)
     }
 
     /// The wait after `refusals` refused attestations in a row: a minute, then four times longer each time, at most

@@ -83,6 +83,8 @@ public actor AppAttestClient {
     /// The deferral thrown when the server's App Attest layer asked for a wait too long to take within a request: no
     /// request is signed or key registered before its time (``checkServerDeferral()``).
     var keptDeferral: KeptDeferral?
+    /// The time of the attestation budget's deferral last published as an event (``publishedOnce(_:)``).
+    var publishedBudgetDeferral: Date?
 
     /// The challenges reserved for one key that the servers keep unused by default (`perKey`): the most requests
     /// that fetch or hold a challenge at once.

@@ -750,6 +750,37 @@ struct ClientTests {
         #expect(try await second.register().isEmpty == false)
     }
 
+    @Test("the attestation budget's wait is published as one deferred event, however many calls it refuses")
+    func budgetDeferralPublishedOnce() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        let client = client(provider, transport, now: { clock.withLock { $0 } })
+        let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
+        transport.state.withLock { $0.attestationRefusals = [refusal] }
+        await #expect(throws: AppAttestClientError.self) { try await client.register() }
+        // An app that asks again at once, four times: four deferrals with the same time.
+        var times: Set<Date> = []
+        for _ in 0..<4 {
+            do {
+                _ = try await client.register()
+                Issue.record("no deferral")
+            } catch {
+                #expect(error.code == .deferred)
+                if let until = error.retryAfter { times.insert(until) }
+            }
+        }
+        #expect(times.count == 1)
+        clock.withLock { $0 += 61 }
+        _ = try await client.register()
+        var kinds: [AppAttestClientEvent.Kind] = []
+        for await event in client.events {
+            kinds.append(event.kind)
+            if event.kind == .keyAttested { break }
+        }
+        #expect(kinds.filter { $0 == .deferred }.count == 1, "\(kinds.map(\.name))")
+    }
+
     @Test(
         "a 4xx that is not an App Attest problem leaves the key and its attestation alone; attestKey failures give a new key"
     )
