@@ -13,12 +13,16 @@
 # Each round runs every size and database in turn (so that the machine's drift falls on each alike): a fresh
 # database, the server, a /ping run, the assertion run, `load check` (every accepted counter stored), another /ping
 # run. One line per run:
-#   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M cpu_us=C
+#   RESULT keys=N db=D round=K rps=R ratio=X p50=… p99=… rss_mib=M cpu_us=C db_cpu_us=G idle=I%
 # ratio is the assertion rate over the mean of the /ping runs around it; rss_mib the server's resident memory after
 # the run; cpu_us the server's CPU time (user and system, from /proc) per request of the assertion run, not the
-# database's (less moved by the machine's drift than the rates, when builds are compared). Then per database and size
+# database's (less moved by the machine's drift than the rates, when builds are compared); db_cpu_us PostgreSQL's
+# (every process named postgres on the machine; 0 for SQLite, which runs in the server); idle the share of the two
+# cores left idle in the middle half of the run (wrk keeps CONNECTIONS requests in flight, so a run bound by the round
+# trips' latency leaves the cores partly idle: its rate is CONNECTIONS over the time a request takes, not the CPU's
+# limit). Then per database and size
 # the medians over the rounds, as multiples of the smallest size's:
-#   MEDIAN db=D keys=N rounds=K rps=R ratio=X p99=… cpu_us=C (A x and B x the 1000-key run; its rate Q x)
+#   MEDIAN db=D keys=N rounds=K rps=R ratio=X p99=… cpu_us=C db_cpu_us=G (A x and B x the 1000-key run; its rate Q x)
 # (Q, the rates' multiple without the /ping runs, for reading the ratio's: a /ping run moves by 10–15 % from the next.)
 # The script exits 1 when a counter is lost or an assertion refused. On PostgreSQL it creates and drops databases
 # (appattest_scale_seed_N, appattest_scale_run) beside the one of APPATTEST_POSTGRES_URL: its user needs CREATEDB.
@@ -50,6 +54,40 @@ wrk_run() { # MODE FILE: prints the RESULT line
 }
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # PID: user and system time, in clock ticks
+# DB: the database server's user and system time, in clock ticks: every process named postgres (its backends, the
+# writers and the log), 0 for SQLite (in the server's own).
+db_cpu_ticks() {
+    local total=0 pid ticks
+    if [ "$1" = postgres ]; then
+        for pid in $(pgrep -x postgres); do
+            ticks="$(cpu_ticks "$pid" 2>/dev/null)"
+            total=$((total + ${ticks:-0}))
+        done
+    fi
+    echo "$total"
+}
+# The run's length in seconds, from DURATION as wrk takes it (10s, 2m, 1h, or seconds).
+duration_seconds() {
+    case "$DURATION" in
+    *s) echo "${DURATION%s}" ;; *m) echo $((${DURATION%m} * 60)) ;; *h) echo $((${DURATION%h} * 3600)) ;; *) echo "$DURATION" ;;
+    esac
+}
+# FILE: the share of both cores left idle (idle and I/O wait, from /proc/stat) over the middle half of a run that starts
+# now, written to FILE: a run bound by the round trips' latency rather than by the CPU leaves the cores partly idle.
+idle_share() {
+    local quarter s0 s1
+    quarter="$(awk -v d="$(duration_seconds)" 'BEGIN { printf "%.2f", d / 4 }')"
+    sleep "$quarter"
+    s0="$(head -n 1 /proc/stat)"
+    sleep "$quarter"
+    sleep "$quarter"
+    s1="$(head -n 1 /proc/stat)"
+    echo "$s0 $s1" | awk '{
+        t0 = 0; for (i = 2; i <= 11; i++) t0 += $i
+        t1 = 0; for (i = 13; i <= 22; i++) t1 += $i
+        if (t1 > t0) printf "%.0f%%", 100 * (($16 + $17) - ($5 + $6)) / (t1 - t0); else print "-"
+    }' >"$1"
+}
 
 # A database on the PostgreSQL server of APPATTEST_POSTGRES_URL, by name, as a URL (the URL's query kept).
 pg_url() { # NAME
@@ -139,20 +177,30 @@ run() { # SIZE DB ROUND
     pids+=("$SERVER")
     for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
     if [ "$REGISTER" = serve ]; then prepare "$size" --url "$URL" --token "$TOKEN"; fi
-    local before result lost after rss ratio p50 p99 refused ticks cpu
+    local before result lost after rss ratio p50 p99 refused ticks db_ticks cpu db_cpu requests sampler idle
     before="$(wrk_run ping - | rps)"
     ticks="$(cpu_ticks "$SERVER")"
+    db_ticks="$(db_cpu_ticks "$db")"
+    rm -f "$WORK/idle"
+    idle_share "$WORK/idle" &
+    sampler=$!
     result="$(wrk_run assert "$WORK/run-$size.txt")"
-    cpu="$(awk -v t0="$ticks" -v t1="$(cpu_ticks "$SERVER")" -v hz="$(getconf CLK_TCK)" \
-        -v n="$(echo "$result" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')" \
-        'BEGIN { if (n > 0) printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }')"
+    wait "$sampler" || true
+    idle="$(cat "$WORK/idle" 2>/dev/null || echo -)"
+    requests="$(echo "$result" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')"
+    per_request() { # TICKS_BEFORE TICKS_AFTER: microseconds per request of the assertion run
+        awk -v t0="$1" -v t1="$2" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
+            'BEGIN { if (n > 0) printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }'
+    }
+    cpu="$(per_request "$ticks" "$(cpu_ticks "$SERVER")")"
+    db_cpu="$(per_request "$db_ticks" "$(db_cpu_ticks "$db")")"
     lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
     after="$(wrk_run ping - | rps)"
     rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
     ratio="$(awk -v a="$(echo "$result" | rps)" -v b="$before" -v c="$after" 'BEGIN { printf "%.3f", 2 * a / (b + c) }')"
     p50="$(echo "$result" | sed -n 's/.* \(p50=[^ ]*\).*/\1/p')"
     p99="$(echo "$result" | sed -n 's/.* \(p99=[^ ]*\).*/\1/p')"
-    echo "RESULT keys=$size db=$db round=$round rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss cpu_us=$cpu (/ping $before, $after)" \
+    echo "RESULT keys=$size db=$db round=$round rps=$(echo "$result" | rps) ratio=$ratio $p50 $p99 rss_mib=$rss cpu_us=$cpu db_cpu_us=$db_cpu idle=$idle (/ping $before, $after)" \
         | tee -a "$WORK/results"
     echo "$lost"
     [ "$lost" = "LOST counter updates: 0" ] || FAILED=1
@@ -181,6 +229,7 @@ awk '
     /^RESULT/ {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0; c[k, n[k]] = v["cpu_us"] + 0
+        g[k, n[k]] = v["db_cpu_us"] + 0
         q[k, n[k]] = v["rps"] + 0
         if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
         if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
@@ -194,9 +243,9 @@ awk '
     END {
         for (i = 1; i <= d; i++) for (j = 1; j <= s; j++) {
             k = dbs[i] " " sizes[j]; if (!n[k]) continue
-            mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k]); mq = median(q, k, n[k])
+            mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k]); mq = median(q, k, n[k]); mg = median(g, k, n[k])
             base = dbs[i] " " first
-            line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f", dbs[i], sizes[j], n[k], mq, mr, mp, mc)
+            line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f db_cpu_us=%.0f", dbs[i], sizes[j], n[k], mq, mr, mp, mc, mg)
             if (sizes[j] != first && n[base]) {
                 br = median(r, base, n[base]); bp = median(p, base, n[base]); bq = median(q, base, n[base])
                 if (br > 0 && bp > 0) {
