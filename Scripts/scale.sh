@@ -55,25 +55,30 @@ wrk_run() { # MODE FILE: prints the RESULT line and what was sent (SENT)
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # PID: user and system time, in clock ticks
 # DB: the database server's user and system time, in clock ticks: every process named postgres (its backends, the
-# writers and the log), 0 for SQLite (in the server's own).
+# writers and the log) with the children each has reaped (the postmaster's: backends and autovacuum workers that ended
+# during the run), 0 for SQLite (in the server's own), - when no postgres process runs here (a remote server).
 db_cpu_ticks() {
-    local total=0 pid ticks
+    local total=0 pid ticks found=""
     if [ "$1" = postgres ]; then
         for pid in $(pgrep -x postgres); do
-            ticks="$(cpu_ticks "$pid" 2>/dev/null)"
+            ticks="$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null)"
             total=$((total + ${ticks:-0}))
+            found=1
         done
+        [ -n "$found" ] || total=-
     fi
     echo "$total"
 }
-# The run's length in seconds, from DURATION as wrk takes it (10s, 2m, 1h, or seconds).
+# The run's length in seconds, from DURATION as wrk takes it (10s, 2m, 1h, in either case, or seconds).
 duration_seconds() {
-    case "$DURATION" in
-    *s) echo "${DURATION%s}" ;; *m) echo $((${DURATION%m} * 60)) ;; *h) echo $((${DURATION%h} * 3600)) ;; *) echo "$DURATION" ;;
-    esac
+    echo "$DURATION" | awk '{
+        d = tolower($0); unit = substr(d, length(d)); n = d + 0
+        print (unit == "m") ? n * 60 : (unit == "h") ? n * 3600 : n
+    }'
 }
 # FILE: the share of both cores left idle (idle and I/O wait, from /proc/stat) over the middle half of a run that starts
 # now, written to FILE: a run bound by the round trips' latency rather than by the CPU leaves the cores partly idle.
+# (The window starts with wrk, before its script has read the prepared requests: a little early.)
 idle_share() {
     local quarter s0 s1
     quarter="$(awk -v d="$(duration_seconds)" 'BEGIN { printf "%.2f", d / 4 }')"
@@ -83,8 +88,9 @@ idle_share() {
     sleep "$quarter"
     s1="$(head -n 1 /proc/stat)"
     echo "$s0 $s1" | awk '{
-        t0 = 0; for (i = 2; i <= 11; i++) t0 += $i
-        t1 = 0; for (i = 13; i <= 22; i++) t1 += $i
+        # user … steal (guest time is already in user and nice)
+        t0 = 0; for (i = 2; i <= 9; i++) t0 += $i
+        t1 = 0; for (i = 13; i <= 20; i++) t1 += $i
         if (t1 > t0) printf "%.0f%%", 100 * (($16 + $17) - ($5 + $6)) / (t1 - t0); else print "-"
     }' >"$1"
 }
@@ -184,13 +190,14 @@ run() { # SIZE DB ROUND
     rm -f "$WORK/idle"
     idle_share "$WORK/idle" &
     sampler=$!
+    pids+=("$sampler")
     result="$(wrk_run assert "$WORK/run-$size.txt")"
     wait "$sampler" || true
     idle="$(cat "$WORK/idle" 2>/dev/null || echo -)"
     requests="$(echo "$result" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')"
     per_request() { # TICKS_BEFORE TICKS_AFTER: microseconds per request of the assertion run
         awk -v t0="$1" -v t1="$2" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
-            'BEGIN { if (n > 0) printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }'
+            'BEGIN { if (n > 0 && t0 != "-" && t1 != "-") printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }'
     }
     cpu="$(per_request "$ticks" "$(cpu_ticks "$SERVER")")"
     db_cpu="$(per_request "$db_ticks" "$(db_cpu_ticks "$db")")"
@@ -216,7 +223,7 @@ run() { # SIZE DB ROUND
     wait "$SERVER" || true
     # Gone: not killed again at exit (its pid may be another process's by then).
     local pid kept=()
-    for pid in "${pids[@]}"; do [ "$pid" = "$SERVER" ] || kept+=("$pid"); done
+    for pid in "${pids[@]}"; do [ "$pid" = "$SERVER" ] || [ "$pid" = "$sampler" ] || kept+=("$pid"); done
     pids=("${kept[@]}")
     SERVER=""
 }

@@ -750,35 +750,44 @@ struct ClientTests {
         #expect(try await second.register().isEmpty == false)
     }
 
-    @Test("the attestation budget's wait is published as one deferred event, however many calls it refuses")
+    @Test("each wait of the attestation budget is published as one deferred event, however many calls it refuses")
     func budgetDeferralPublishedOnce() async throws {
         let provider = Self.provider()
         let transport = ScriptedTransport()
         let clock = Mutex(Date())
         let client = client(provider, transport, now: { clock.withLock { $0 } })
         let refusal = AppAttestProblem(AppAttestServiceError(.environmentNotAllowed, "scripted"))
-        transport.state.withLock { $0.attestationRefusals = [refusal] }
-        await #expect(throws: AppAttestClientError.self) { try await client.register() }
-        // An app that asks again at once, four times: four deferrals with the same time.
-        var times: Set<Date> = []
-        for _ in 0..<4 {
-            do {
-                _ = try await client.register()
-                Issue.record("no deferral")
-            } catch {
-                #expect(error.code == .deferred)
-                if let until = error.retryAfter { times.insert(until) }
+        transport.state.withLock { $0.attestationRefusals = [refusal, refusal] }
+        /// An app that asks again at once, four times: four deferrals with one time, which it returns.
+        func deferrals() async -> Set<Date> {
+            var times: Set<Date> = []
+            for _ in 0..<4 {
+                do {
+                    _ = try await client.register()
+                    Issue.record("no deferral")
+                } catch {
+                    #expect(error.code == .deferred)
+                    if let until = error.retryAfter { times.insert(until) }
+                }
             }
+            return times
         }
-        #expect(times.count == 1)
+        await #expect(throws: AppAttestClientError.self) { try await client.register() }
+        let first = await deferrals()
+        #expect(first.count == 1)
+        // A minute later the new key is refused too: a new wait, of four minutes, is published once more.
         clock.withLock { $0 += 61 }
+        await #expect(throws: AppAttestClientError.self) { try await client.register() }
+        let second = await deferrals()
+        #expect(second.count == 1 && second != first)
+        clock.withLock { $0 += 241 }
         _ = try await client.register()
         var kinds: [AppAttestClientEvent.Kind] = []
         for await event in client.events {
             kinds.append(event.kind)
             if event.kind == .keyAttested { break }
         }
-        #expect(kinds.filter { $0 == .deferred }.count == 1, "\(kinds.map(\.name))")
+        #expect(kinds.filter { $0 == .deferred }.count == 2, "\(kinds.map(\.name))")
     }
 
     @Test(
