@@ -69,6 +69,11 @@ db_cpu_ticks() {
     fi
     echo "$total"
 }
+# TICKS_BEFORE TICKS_AFTER REQUESTS: the CPU between the two, in microseconds per request (- when either is unknown).
+per_request() {
+    awk -v t0="$1" -v t1="$2" -v hz="$(getconf CLK_TCK)" -v n="$3" \
+        'BEGIN { if (n > 0 && t0 != "-" && t1 != "-") printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }'
+}
 # The run's length in seconds, from DURATION as wrk takes it (10s, 2m, 1h, in either case, or seconds).
 duration_seconds() {
     echo "$DURATION" | awk '{
@@ -84,8 +89,7 @@ idle_share() {
     quarter="$(awk -v d="$(duration_seconds)" 'BEGIN { printf "%.2f", d / 4 }')"
     sleep "$quarter"
     s0="$(head -n 1 /proc/stat)"
-    sleep "$quarter"
-    sleep "$quarter"
+    sleep "$(awk -v q="$quarter" 'BEGIN { print 2 * q }')"
     s1="$(head -n 1 /proc/stat)"
     echo "$s0 $s1" | awk '{
         # user … steal (guest time is already in user and nice)
@@ -195,12 +199,8 @@ run() { # SIZE DB ROUND
     wait "$sampler" || true
     idle="$(cat "$WORK/idle" 2>/dev/null || echo -)"
     requests="$(echo "$result" | sed -n 's/.* requests=\([0-9]*\).*/\1/p')"
-    per_request() { # TICKS_BEFORE TICKS_AFTER: microseconds per request of the assertion run
-        awk -v t0="$1" -v t1="$2" -v hz="$(getconf CLK_TCK)" -v n="$requests" \
-            'BEGIN { if (n > 0 && t0 != "-" && t1 != "-") printf "%.0f", (t1 - t0) / hz * 1e6 / n; else print "-" }'
-    }
-    cpu="$(per_request "$ticks" "$(cpu_ticks "$SERVER")")"
-    db_cpu="$(per_request "$db_ticks" "$(db_cpu_ticks "$db")")"
+    cpu="$(per_request "$ticks" "$(cpu_ticks "$SERVER")" "$requests")"
+    db_cpu="$(per_request "$db_ticks" "$(db_cpu_ticks "$db")" "$requests")"
     lost="$($D load check --url "$URL" --token "$TOKEN" "$WORK/accepted" | grep -o 'LOST counter updates: [0-9]*')"
     after="$(wrk_run ping - | rps)"
     rss="$(awk '/VmRSS/ { printf "%.0f", $2 / 1024 }' /proc/$SERVER/status)"
@@ -241,7 +241,7 @@ awk '
     /^RESULT/ {
         for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         k = v["db"] " " v["keys"]; n[k]++; r[k, n[k]] = v["ratio"]; p[k, n[k]] = v["p99"] + 0; c[k, n[k]] = v["cpu_us"] + 0
-        g[k, n[k]] = v["db_cpu_us"] + 0
+        g[k, n[k]] = v["db_cpu_us"] + 0; if (v["db_cpu_us"] == "-") unknown[k] = 1
         q[k, n[k]] = v["rps"] + 0
         if (!(v["db"] in seen)) { seen[v["db"]] = 1; dbs[++d] = v["db"] }
         if (!(v["keys"] in sized)) { sized[v["keys"]] = 1; sizes[++s] = v["keys"] }
@@ -257,7 +257,7 @@ awk '
             k = dbs[i] " " sizes[j]; if (!n[k]) continue
             mr = median(r, k, n[k]); mp = median(p, k, n[k]); mc = median(c, k, n[k]); mq = median(q, k, n[k]); mg = median(g, k, n[k])
             base = dbs[i] " " first
-            line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f db_cpu_us=%.0f", dbs[i], sizes[j], n[k], mq, mr, mp, mc, mg)
+            line = sprintf("MEDIAN db=%s keys=%s rounds=%d rps=%.0f ratio=%.3f p99=%.2fms cpu_us=%.0f db_cpu_us=%s", dbs[i], sizes[j], n[k], mq, mr, mp, mc, (k in unknown) ? "-" : sprintf("%.0f", mg))
             if (sizes[j] != first && n[base]) {
                 br = median(r, base, n[base]); bp = median(p, base, n[base]); bq = median(q, base, n[base])
                 if (br > 0 && bp > 0) {
