@@ -40,7 +40,8 @@ extension PostgresAppAttestStore {
         let time = now.timeIntervalSince1970, keep = Int64(max(0, limit - 1))
         _ = try await perform { connection, logger in
             try await connection.withTransaction(logger: logger) { connection in
-                // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored.
+                // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored. A
+                // user's are those reserved for no key: one reserved for a user's key counts against the key.
                 if let key {
                     try await connection.query(
                         """
@@ -52,7 +53,8 @@ extension PostgresAppAttestStore {
                     try await connection.query(
                         """
                         DELETE FROM app_attest_challenges WHERE challenge IN (
-                            SELECT challenge FROM app_attest_challenges WHERE user_id = \(userID) AND expires_at > \(time)
+                            SELECT challenge FROM app_attest_challenges
+                            WHERE key_id IS NULL AND user_id = \(userID) AND expires_at > \(time)
                             ORDER BY expires_at DESC OFFSET \(keep))
                         """, logger: logger)
                 }

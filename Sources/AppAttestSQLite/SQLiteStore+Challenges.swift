@@ -25,11 +25,13 @@ extension SQLiteAppAttestStore {
     public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
         async throws(StoreError)
     {
+        // A user's own challenges are those reserved for no key: the ones reserved for one of the user's keys count
+        // against that key (and are its app's), and a caller that may reserve for the user must not evict them.
         let owner: (column: String, value: DatabaseValue)
         if let keyID = record.keyID {
             owner = ("key_id", Data(keyID.rawValue).databaseValue)
         } else if let userID = record.userID {
-            owner = ("user_id", userID.databaseValue)
+            owner = ("key_id IS NULL AND user_id", userID.databaseValue)
         } else {
             return try await insertChallenge(record)
         }

@@ -163,6 +163,31 @@ struct ChallengePolicyTests {
         #expect(try await outstanding() == (1, 1))
     }
 
+    @Test(
+        "challenges reserved for a user do not evict the ones reserved for the user's keys",
+        arguments: Backend.available)
+    func userChallengesLeaveKeyChallenges(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let user = "user-\(UUID())"
+        let device = try await harness.registeredDevice(userID: user)
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store,
+            challengeLimits: .init(perKey: 4, perUser: 3, total: 1_000_000))
+        // A challenge reserved for the user's key, by a caller that may: then more challenges for the user alone
+        // (another caller's, perhaps of another App ID) than the user's limit.
+        let forKey = try await service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID, userID: user
+        ).challenge
+        for _ in 0..<5 { _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, userID: user) }
+        #expect(try await harness.store.outstandingChallenges(keyID: nil, userID: user, now: Date()) <= 4)
+        // The key's own challenge is still there, and its request goes through.
+        let data = clientData(forKey)
+        let accepted = try await service.authenticateAssertion(
+            try device.assert(clientData: data), clientData: try .opaque(data, challenge: forKey), keyID: device.keyID)
+        #expect(accepted.record.key.counter == 1)
+    }
+
     @Test("the service's background work deletes expired challenges by itself", arguments: Backend.available)
     func purger(_ backend: Backend) async throws {
         let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_200_000_000))
