@@ -179,7 +179,9 @@ struct ChallengePolicyTests {
         let forKey = try await service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID, userID: user
         ).challenge
-        for _ in 0..<5 { _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, userID: user) }
+        for _ in 0..<5 {
+            _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, userID: user)
+        }
         #expect(try await harness.store.outstandingChallenges(keyID: nil, userID: user, now: Date()) <= 4)
         // The key's own challenge is still there, and its request goes through.
         let data = clientData(forKey)
