@@ -7,11 +7,29 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 public import HummingbirdAuth
-import NIOCore
+public import NIOCore
 
-/// A request context for applications that need nothing else: hummingbird-auth's context, whose identity is the
-/// verified device (`context.identity`, `try context.requireIdentity()`).
-public typealias AppAttestRequestContext = BasicAuthRequestContext<AttestedDevice>
+/// A request context for applications that need nothing else: hummingbird-auth's `AuthRequestContext`, whose
+/// identity is the verified device (`context.identity`, `try context.requireIdentity()`), with the client's address
+/// (Hummingbird's `RemoteAddressRequestContext`), which ``AppAttestRoutes`` counts the open routes' requests against.
+///
+/// A context of your own works the same once it conforms to `AuthRequestContext<AttestedDevice>` and, for the routes'
+/// limits per client, to `RemoteAddressRequestContext` (or give ``AppAttestRoutes`` a `caller`).
+public struct AppAttestRequestContext: AuthRequestContext, RemoteAddressRequestContext {
+    /// Hummingbird's storage for the request.
+    public var coreContext: CoreRequestContextStorage
+    /// The verified device, once ``AppAttestMiddleware`` has verified the request.
+    public var identity: AttestedDevice?
+    /// The address of the connected client (a proxy's, behind one), nil on a Unix-domain socket.
+    public let remoteAddress: SocketAddress?
+
+    /// The context of a request that arrived on `source`'s channel.
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.identity = nil
+        self.remoteAddress = source.channel.remoteAddress
+    }
+}
 
 /// Verifies the App Attest assertion of every request it guards (`AppAttestHTTPHeaders`; client data bound to
 /// method, path, body and a one-time challenge) and makes the verified device the request's identity, as

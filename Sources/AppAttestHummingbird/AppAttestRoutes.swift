@@ -6,6 +6,7 @@ public import AppAttestLifecycle
 import Foundation
 public import Hummingbird
 import NIOCore
+import Synchronization
 
 /// The routes an app needs before its first protected request, a challenge and attestation registration
 /// (`AppAttestEnrollmentRoutes`, shared with every front end), as a route collection.
@@ -26,7 +27,7 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
     ///   - service: the service that issues challenges and registers keys.
     ///   - userID: names the user a new key is bound to (from your authentication).
     ///   - rateLimiter: per caller; 10 requests a second with bursts of 20 by default.
-    ///   - caller: the caller a request counts against: by default the remote address when the context has one.
+    ///   - caller: the caller a request counts against: by default the client's address (``defaultCaller(_:)``).
     public init(
         service: AppAttestService,
         userID: @escaping @Sendable (Request, Context) -> String? = { _, _ in nil },
@@ -38,10 +39,21 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
         self.caller = caller
     }
 
-    /// The remote address when the context knows it, else one shared bucket for everyone.
+    /// The client's address when the context knows it (``AppAttestRequestContext`` does), an IPv6 address as its /64
+    /// (`AppAttestEnrollmentRoutes.caller(ipAddress:)`). A context without one puts every request in one bucket,
+    /// `anonymous`, so that the routes stay bounded, and logs a warning the first time: then every client shares one
+    /// rate limit and one challenge allowance. Behind a proxy the address is the proxy's: give ``caller`` the address
+    /// the proxy forwards instead (from a proxy you trust, which replaces the header rather than appending to it).
     public static func defaultCaller(_ context: Context) -> String {
-        if let remote = (context as? any RemoteAddressRequestContext)?.remoteAddress {
-            return remote.ipAddress ?? "anonymous"
+        if let address = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress {
+            return AppAttestEnrollmentRoutes.caller(ipAddress: address)
+        }
+        if !sharedCallerWarned.exchange(true, ordering: .relaxed) {
+            context.logger.warning(
+                """
+                AppAttestRoutes: the request context has no client address and no caller was given: every client \
+                shares one rate limit and one challenge allowance (use AppAttestRequestContext, or pass caller:)
+                """)
         }
         return "anonymous"
     }
@@ -60,4 +72,6 @@ public struct AppAttestRoutes<Context: RequestContext>: Sendable {
         return routes
     }
 }
+/// Whether ``AppAttestRoutes/defaultCaller(_:)`` has warned of a context without a client address (once a process).
+private let sharedCallerWarned = Atomic<Bool>(false)
 #endif  // Hummingbird

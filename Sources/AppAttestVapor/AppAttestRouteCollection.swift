@@ -24,17 +24,31 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
     public let path: String
     /// The user to bind a new key to, from your own authentication; nil for none.
     public let userID: @Sendable (Request) -> String?
+    /// The caller a request counts against, for the rate limiter and the challenges' issuer.
+    public let caller: @Sendable (Request) -> String
 
     /// Routes on `service` under `path`; `userID` names the user a new key is bound to; `rateLimiter` limits each
-    /// client address (10 requests a second with bursts of 20 by default).
+    /// caller (10 requests a second with bursts of 20 by default); `caller` names who a request counts against, by
+    /// default its client's address (``defaultCaller(_:)``).
     public init(
         service: AppAttestService, path: String = "appattest",
         userID: @escaping @Sendable (Request) -> String? = { _ in nil },
-        rateLimiter: AppAttestRateLimiter? = AppAttestRateLimiter(ratePerSecond: 10, burst: 20)
+        rateLimiter: AppAttestRateLimiter? = AppAttestRateLimiter(ratePerSecond: 10, burst: 20),
+        caller: @escaping @Sendable (Request) -> String = { AppAttestRouteCollection.defaultCaller($0) }
     ) {
         self.enrollment = AppAttestEnrollmentRoutes(service: service, rateLimiter: rateLimiter)
         self.path = path
         self.userID = userID
+        self.caller = caller
+    }
+
+    /// The address of the connected client (`Request.remoteAddress`, never the forwarded headers that
+    /// `peerAddress` trusts), an IPv6 address as its /64 (`AppAttestEnrollmentRoutes.caller(ipAddress:)`); `anonymous`
+    /// without one (a Unix-domain socket), one bucket for all such requests. Behind a proxy the address is the
+    /// proxy's: give ``caller`` the address the proxy forwards instead (from a proxy you trust, which replaces the
+    /// header rather than appending to it).
+    public static func defaultCaller(_ request: Request) -> String {
+        request.remoteAddress?.ipAddress.map { AppAttestEnrollmentRoutes.caller(ipAddress: $0) } ?? "anonymous"
     }
 
     /// Mounts `POST {path}/challenge` and `POST {path}/attestation`.
@@ -47,7 +61,7 @@ public struct AppAttestRouteCollection: RouteCollection, Sendable {
                 do throws(AppAttestProblem) {
                     return Response(
                         try await enrollment.respond(
-                            to: route, caller: request.remoteAddress?.ipAddress ?? "anonymous",
+                            to: route, caller: caller(request),
                             userID: userID(request)
                         ) { _ in await Self.collect(request)?.readableBytesView })
                 } catch {

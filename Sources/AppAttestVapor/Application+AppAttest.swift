@@ -69,11 +69,14 @@ public struct AppAttestApplication: Sendable {
             freshness: freshness, appIDs: appIDs)
     }
 
-    /// The challenge and attestation routes, on the installed service.
-    public func routes(path: String = "appattest", userID: @escaping @Sendable (Request) -> String? = { _ in nil })
-        -> AppAttestRouteCollection
-    {
-        AppAttestRouteCollection(service: service, path: path, userID: userID)
+    /// The challenge and attestation routes, on the installed service; `caller` names who a request counts against
+    /// (by default its client's address, `AppAttestRouteCollection.defaultCaller(_:)`; behind a proxy, the address it
+    /// forwards).
+    public func routes(
+        path: String = "appattest", userID: @escaping @Sendable (Request) -> String? = { _ in nil },
+        caller: @escaping @Sendable (Request) -> String = { AppAttestRouteCollection.defaultCaller($0) }
+    ) -> AppAttestRouteCollection {
+        AppAttestRouteCollection(service: service, path: path, userID: userID, caller: caller)
     }
 
     /// Closes the store at shutdown.

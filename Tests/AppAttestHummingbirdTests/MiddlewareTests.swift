@@ -277,5 +277,33 @@ struct MiddlewareRateLimitTests {
         #expect(statuses.filter { $0 == .ok }.count == 2, "\(statuses)")
         #expect(statuses.filter { $0 == .tooManyRequests }.count == 10, "\(statuses)")
     }
+
+    @Test("the documented setup counts each request against its client's address, not one bucket for everyone")
+    func callersByAddress() async throws {
+        let router = try MiddlewareTests.makeRouter()
+        // What AppAttestRoutes counts a request against, by default.
+        router.get("caller") { _, context in AppAttestRoutes<AppAttestRequestContext>.defaultCaller(context) }
+        // Behind a proxy, the address it forwards (the DocC article's form).
+        let proxied = AppAttestRoutes<AppAttestRequestContext>(
+            service: AppAttestService(
+                verifier: try AppAttestVerifier(configuration: .init(apps: [MiddlewareTests.appID: [.production]])),
+                store: MemoryAppAttestStore()),
+            caller: { request, context in
+                request.headers[.init("X-Real-IP")!].map(AppAttestEnrollmentRoutes.caller(ipAddress:))
+                    ?? AppAttestRoutes<AppAttestRequestContext>.defaultCaller(context)
+            })
+        router.get("proxied") { request, context in proxied.caller(request, context) }
+        try await Application(router: router).test(.live) { client in
+            try await client.execute(uri: "/caller", method: .get) { response in
+                let caller = String(buffer: response.body)
+                #expect(caller == "127.0.0.1" || caller == "0:0:0:0::/64", "not one bucket for every client: \(caller)")
+            }
+            try await client.execute(
+                uri: "/proxied", method: .get, headers: [.init("X-Real-IP")!: "2001:db8:5:5::9"]
+            ) { response in
+                #expect(String(buffer: response.body) == "2001:db8:5:5::/64")
+            }
+        }
+    }
 }
 #endif  // Hummingbird
