@@ -119,10 +119,13 @@ public struct AppAttestService: Sendable {
     /// table, a release that discards keys) reaches Apple at the budget's pace.
     ///
     /// Every outstanding challenge counts against ``ChallengeLimits/total``, and those of one `issuer` against
-    /// ``ChallengeLimits/perIssuer``: beyond either, ``AppAttestServiceError/Code/tooManyChallenges``. A challenge
-    /// reserved for a key or a user never fails for that key's or user's limit: it replaces their oldest outstanding
-    /// one, so that nobody can lock a device out of challenges by asking for them in its name. A challenge is reserved
-    /// only for a registered key that is not revoked.
+    /// ``ChallengeLimits/perIssuer``: beyond either, a challenge not reserved for a key is refused,
+    /// ``AppAttestServiceError/Code/tooManyChallenges``. A challenge reserved for a key is refused by neither: it is
+    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey``, so that
+    /// callers who fill the total (the open challenge route, from many addresses) cannot stop registered devices'
+    /// requests, and a backend that asks for its devices' challenges is not held to one issuer's share. A challenge
+    /// reserved for a key or a user never fails for that key's or user's limit either: it replaces their oldest
+    /// outstanding one, so that nobody can lock a device out of challenges by asking for them in its name.
     /// - Parameters:
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
     ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.
@@ -145,22 +148,11 @@ public struct AppAttestService: Sendable {
             // Reservations are for keys that can use them: an unknown key's would only fill the store.
             _ = try await liveKey(keyID, readingRevocation: true)
         }
-        let total = try await run { () async throws(StoreError) -> Int in
-            try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
-        }
-        guard total < challengeLimits.total else {
-            throw AppAttestServiceError(
-                .tooManyChallenges, "\(challengeLimits.total) unused challenges are outstanding on this server")
-        }
-        if let issuer {
-            let held = try await run { () async throws(StoreError) -> Int in
-                try await store.outstandingChallenges(issuer: issuer, now: time)
-            }
-            guard held < challengeLimits.perIssuer else {
-                throw AppAttestServiceError(
-                    .tooManyChallenges, "\(challengeLimits.perIssuer) unused challenges are outstanding for this caller"
-                )
-            }
+        // A challenge reserved for a key is bounded by the key's own limit (a registered key that is not revoked, at
+        // most `perKey` each): neither the total nor an issuer's share refuses it, so that nobody who floods the open
+        // challenge route, from however many addresses, stops registered devices' requests.
+        if keyID == nil {
+            try await checkChallengeAllowance(issuer: issuer, now: time)
         }
         // The budget last, once the challenge is sure to be issued: a request refused for the limits above spends
         // nothing, so that nobody drains the budget with requests that are refused anyway.
@@ -178,6 +170,28 @@ public struct AppAttestService: Sendable {
             }
         }
         return IssuedChallenge(challenge: bytes, expiresAt: expiresAt)
+    }
+
+    /// Refuses a challenge not reserved for a key beyond ``ChallengeLimits/total`` (every outstanding challenge
+    /// counted) or beyond `issuer`'s ``ChallengeLimits/perIssuer``.
+    private func checkChallengeAllowance(issuer: String?, now time: Date) async throws(AppAttestServiceError) {
+        let total = try await run { () async throws(StoreError) -> Int in
+            try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
+        }
+        guard total < challengeLimits.total else {
+            throw AppAttestServiceError(
+                .tooManyChallenges, "\(challengeLimits.total) unused challenges are outstanding on this server")
+        }
+        if let issuer {
+            let held = try await run { () async throws(StoreError) -> Int in
+                try await store.outstandingChallenges(issuer: issuer, now: time)
+            }
+            guard held < challengeLimits.perIssuer else {
+                throw AppAttestServiceError(
+                    .tooManyChallenges, "\(challengeLimits.perIssuer) unused challenges are outstanding for this caller"
+                )
+            }
+        }
     }
 
     /// The key from the cache, or read from the store (and cached): `unknownKey` when there is none, `keyRevoked` when

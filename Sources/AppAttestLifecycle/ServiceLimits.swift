@@ -10,9 +10,12 @@ extension AppAttestService {
         /// Reserved for one user: a new one replaces the user's oldest beyond this.
         public var perUser: Int
         /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:appID:)``), so that one caller or address
-        /// cannot take the whole ``total`` and lock everyone else out.
+        /// cannot take the whole ``total`` and lock everyone else out. Checked before a challenge that is not reserved
+        /// for a key is issued (every challenge the issuer holds counted).
         public var perIssuer: Int
-        /// In all, reserved or not.
+        /// In all, reserved or not. Checked before a challenge that is not reserved for a key is issued: those reserved
+        /// for a key are bounded by ``perKey`` alone, so that a fleet whose devices hold many at once needs a total
+        /// above what they hold for new registrations to go on.
         public var total: Int
 
         /// - Parameters:

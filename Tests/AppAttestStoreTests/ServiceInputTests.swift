@@ -131,7 +131,7 @@ struct ServiceInputTests {
     }
 
     @Test(
-        "every outstanding challenge counts against the total, reserved ones too; a reservation needs a live key",
+        "every outstanding challenge counts against the total; a full total refuses all but a key's; a key's needs a live key",
         arguments: Backend.available)
     func totalCountsEveryChallenge(_ backend: Backend) async throws {
         // Far in the future for this clock, so that other tests' challenges on a shared PostgreSQL have expired and
@@ -143,10 +143,10 @@ struct ServiceInputTests {
         let service = Self.service(harness, .init(total: before + 2))
         _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
         _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
-        // The total is reached: neither a reserved nor an unreserved one is issued.
-        await expectServiceError(.tooManyChallenges, "reserved for a key") {
-            _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
-        }
+        // The total is reached: a challenge reserved for a registered key is still issued (bounded by the key's own
+        // limit), so that a flood of unreserved challenges cannot stop registered devices' requests; and neither a
+        // user's nor an unreserved one is.
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
         await expectServiceError(.tooManyChallenges, "reserved for a user") {
             _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, userID: "someone")
         }
@@ -182,6 +182,11 @@ struct ServiceInputTests {
         await expectServiceError(.tooManyChallenges) {
             _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: greedy)
         }
+        // A challenge reserved for a registered key is not held to the issuer's share (a backend asking for its
+        // devices' challenges is one issuer).
+        let device = try await harness.registeredDevice()
+        _ = try await service.issueChallenge(
+            purpose: AppAttestService.Purpose.assertion, keyID: device.keyID, issuer: greedy)
         _ = try await service.issueChallenge(
             purpose: AppAttestService.Purpose.attestation, issuer: "address:\(UUID().uuidString)")
         // What it holds frees up as it is used.
