@@ -96,6 +96,14 @@ extension AppAttestClient {
                 started: signed.started))
     }
 
+    /// Whether `error`, thrown while the key's challenge was fetched, is the server's refusal of the key: an App
+    /// Attest refusal whose action is `reattest`, or `keyRevoked` when
+    /// ``AppAttestClientConfiguration/reattestsRevokedKeys`` is set.
+    func replacesKey(challengeRefusal error: AppAttestClientError) -> Bool {
+        guard error.code == .registrationRefused, let code = error.problemCode else { return false }
+        return error.action == "reattest" || (code == "keyRevoked" && configuration.reattestsRevokedKeys)
+    }
+
     /// Frees the turn of a signed request that was not sent, or whose answer never came.
     public func abandon(_ signed: AppAttestSignedRequest) {
         release(signed.ticket)
@@ -123,7 +131,16 @@ extension AppAttestClient {
                     request, binding, keyID: keyID, challenge: challenge, ticket: ticket, attempt: &attempt)
             } catch {
                 release(ticket)
-                throw error
+                // The challenge route refused the key itself: the server has it no more (a restored database, a key
+                // deleted) or revoked it. Kept, it would be refused on every request, so a new one is registered, as
+                // for a protected route's refusal (``recover(from:keyID:resendable:attempt:)``): once per request,
+                // within the day's replacements.
+                guard !attempt.replacedKey, replacesKey(challengeRefusal: error) else { throw error }
+                attempt.replacedKey = true
+                do { try await replaceKey(keyID, reason: error.problemCode ?? "reattest") } catch {
+                    throw published(error)
+                }
+                continue
             }
             guard let signedRequest else {
                 release(ticket)

@@ -36,6 +36,10 @@ struct ClientTests {
             var date: String?
             /// Refusals of every challenge request, when set.
             var challengeRefusal: AppAttestProblem?
+            /// Refusals of the challenge requests for these keys (as a server answers for a key it no longer has).
+            var keyChallengeRefusals: [String: AppAttestProblem] = [:]
+            /// The refusal of every challenge request for a key, when set.
+            var everyKeyChallengeRefusal: AppAttestProblem?
             /// A proxy's answer (not an App Attest problem document) to every challenge request, when set.
             var challengeProxyAnswer: (status: Int, fields: [String: String])?
         }
@@ -74,6 +78,13 @@ struct ClientTests {
                 switch url.path {
                 case "/appattest/challenge":
                     if let refusal = state.challengeRefusal { return problem(refusal) }
+                    if let body = request.httpBody,
+                        let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+                        let keyID = object["keyId"] as? String,
+                        let refusal = state.keyChallengeRefusals[keyID] ?? state.everyKeyChallengeRefusal
+                    {
+                        return problem(refusal)
+                    }
                     if let proxy = state.challengeProxyAnswer {
                         return answer(proxy.status, Array("<html>busy</html>".utf8), proxy.fields)
                     }
@@ -241,6 +252,40 @@ struct ClientTests {
         }
         #expect(await provider.callCount("generateKey") == 1)
         #expect(await provider.callCount("attestKey") == 1)
+    }
+
+    @Test(
+        "a key the challenge route refuses with reattest (or as revoked, when so configured) is replaced, not kept",
+        arguments: [(AppAttestServiceError.Code.unknownKey, false), (.keyRevoked, true)])
+    func challengeRouteReplacesTheKey(code: AppAttestServiceError.Code, reattestsRevoked: Bool) async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.initialRetryDelay = 0.001
+        configuration.maximumRetryDelay = 0.004
+        configuration.reattestsRevokedKeys = reattestsRevoked
+        let client = AppAttestClient(
+            configuration: configuration, keyProvider: provider, keyStorage: MemoryKeyStorage(), transport: transport)
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        _ = try await client.data(for: request)
+        let first = try #require(await client.registeredKeyID)
+        // The server no longer has the key (a restored database) or revoked it: its challenges are refused.
+        transport.state.withLock {
+            $0.keyChallengeRefusals[first] = AppAttestProblem(AppAttestServiceError(code, "scripted"))
+        }
+        let (_, response) = try await client.data(for: request)
+        #expect(response.statusCode == 200)
+        let second = try #require(await client.registeredKeyID)
+        #expect(second != first)
+        #expect(await provider.callCount("generateKey") == 2)
+        #expect(transport.protectedSent() == 2)
+        // Once per request: when the new key is refused alike, the request fails rather than making key after key.
+        transport.state.withLock {
+            $0.everyKeyChallengeRefusal = AppAttestProblem(AppAttestServiceError(code, "scripted"))
+        }
+        await #expect(throws: AppAttestClientError.self) { _ = try await client.data(for: request) }
+        #expect(await provider.callCount("generateKey") == 3)
+        #expect(transport.protectedSent() == 2)
     }
 
     @Test("refusals are handled as their action says, once each: a new key, a new challenge, a later counter")
