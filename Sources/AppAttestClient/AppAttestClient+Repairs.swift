@@ -83,6 +83,13 @@ extension AppAttestClient {
                     problemCode: refusal.code, action: refusal.action)
             }
         case "refetchChallenge":
+            // What the refusal teaches is learnt whether or not this request may be sent again, so that the next one
+            // is not refused alike: the kept challenges go (the one refused came from them, and its elders are no
+            // fresher), and a stale timestamp gives the server's clock.
+            challenges.removeAll()
+            if refusal.code == "staleTimestamp", let serverDate = refusal.serverDate {
+                clockOffset = serverDate.timeIntervalSince(configuration.now())
+            }
             guard !attempt.refetched else { throw refused }
             guard resendable || Self.unconsumedChallengeCodes.contains(refusal.code) else {
                 throw AppAttestClientError(
@@ -91,10 +98,6 @@ extension AppAttestClient {
                     status: refusal.status, problemCode: refusal.code, action: refusal.action)
             }
             attempt.refetched = true
-            challenges.removeAll()
-            if refusal.code == "staleTimestamp", let serverDate = refusal.serverDate {
-                clockOffset = serverDate.timeIntervalSince(configuration.now())
-            }
         case "reattest":
             guard !attempt.replacedKey else { throw refused }
             attempt.replacedKey = true

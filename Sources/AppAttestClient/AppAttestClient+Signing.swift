@@ -39,7 +39,15 @@ extension AppAttestClient {
         switch configuration.freshness.mode {
         case .challenge: return try await fetchChallenge(purpose: "assertion", keyID: keyID)
         case .nextChallenge:
-            if let pooled = challenges.popLast() { return pooled }
+            // The newest first. One kept longer than `nextChallengeLifetime` may be gone from the server (expired,
+            // then purged), which answers it as unknown, as it answers a used one: a POST refused so could not be
+            // sent again. It goes, and with it every older one.
+            let now = ContinuousClock.now
+            let lifetime = Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
+            if let stale = challenges.lastIndex(where: { now - $0.received > lifetime }) {
+                challenges.removeSubrange(...stale)
+            }
+            if let pooled = challenges.popLast() { return pooled.bytes }
             return try await fetchChallenge(purpose: "assertion", keyID: keyID)
         case .timestamp: return nil
         }
@@ -96,7 +104,7 @@ extension AppAttestClient {
             let text = response.value(forHTTPHeaderField: RequestBindingHeaders.nextChallenge),
             let next = RequestBindingLayout.decodeBase64URL(text, limit: 64), !next.isEmpty
         else { return }
-        challenges.append(next)
+        challenges.append(PooledChallenge(bytes: next, received: .now))
         if challenges.count > Self.maximumPooledChallenges { challenges.removeFirst() }
     }
 

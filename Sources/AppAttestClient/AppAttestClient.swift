@@ -60,7 +60,13 @@ public actor AppAttestClient {
     var lastWrite: Task<Result<Void, AppAttestClientError>, Never>?
     /// Incremented by ``resetKey()``: a registration started before a reset saves nothing after it.
     var keyGeneration = 0
-    var challenges: [[UInt8]] = []
+    /// The next challenges answers carried (``AppAttestClientFreshness/nextChallengeInResponse``), oldest first.
+    var challenges: [PooledChallenge] = []
+    /// A next challenge, and when its answer came (a clock that goes on while the device sleeps).
+    struct PooledChallenge {
+        var bytes: [UInt8]
+        var received: ContinuousClock.Instant
+    }
     /// Requests that may still start now (see ``AppAttestClientConcurrency``).
     var permits: Int
     /// The spread of counters the server accepts in any order (1: strictly increasing).

@@ -95,6 +95,11 @@ public struct AppAttestClientConfiguration: Sendable {
     public var prepareRegistrationRequest: @Sendable (URLRequest) async throws -> URLRequest
     /// The clock timestamps are read from.
     public var now: @Sendable () -> Date
+    /// How long, in seconds, a next challenge that an answer carried is kept for a later request
+    /// (``AppAttestClientFreshness/nextChallengeInResponse``): 240 by default, within the 300 that the package's
+    /// servers keep a challenge. Keep it below your server's challenge lifetime: a server forgets an expired challenge
+    /// once it purges it, and then answers it as it answers a used one, which a POST cannot be sent again after.
+    public var nextChallengeLifetime: TimeInterval
 
     /// Explicit endpoints.
     public init(
@@ -113,6 +118,7 @@ public struct AppAttestClientConfiguration: Sendable {
         self.maximumKeyReplacementsPerDay = 3
         self.prepareRegistrationRequest = { $0 }
         self.now = { Date() }
+        self.nextChallengeLifetime = 240
     }
 
     /// The routes of the Hummingbird and Vapor adapters under `baseURL`: `path/challenge` and `path/attestation`.

@@ -40,6 +40,8 @@ struct ClientTests {
             var keyChallengeRefusals: [String: AppAttestProblem] = [:]
             /// The refusal of every challenge request for a key, when set.
             var everyKeyChallengeRefusal: AppAttestProblem?
+            /// Protected answers carry a next challenge.
+            var nextChallenges = false
             /// A proxy's answer (not an App Attest problem document) to every challenge request, when set.
             var challengeProxyAnswer: (status: Int, fields: [String: String])?
         }
@@ -102,7 +104,11 @@ struct ClientTests {
                 default:
                     switch state.protected.isEmpty ? .route(200) : state.protected.removeFirst() {
                     case .route(let status):
-                        return answer(status, Array("ok".utf8), ["Content-Type": "text/plain"])
+                        var fields = ["Content-Type": "text/plain"]
+                        if state.nextChallenges {
+                            fields["App-Attest-Next-Challenge"] = RequestBindingLayoutTesting.challenge
+                        }
+                        return answer(status, Array("ok".utf8), fields)
                     case .problem(let refusal): return problem(refusal)
                     }
                 }
@@ -936,6 +942,56 @@ struct ClientTests {
         }
         #expect(stamps.count == 2)
         #expect(abs(stamps[1] - 784_111_777_000) < 5_000, "the retry uses the server's clock: \(stamps)")
+    }
+
+    @Test("a POST refused for a stale timestamp is not sent again, but the next request is on the server's clock")
+    func clockSkewOnAPost() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock {
+            $0.protected = [.problem(.staleTimestamp)]
+            $0.date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        }
+        let client = client(Self.provider(), transport, freshness: .timestamp)
+        var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("order".utf8)
+        await #expect(throws: AppAttestClientError.self) { _ = try await client.data(for: post) }
+        // The next one, another POST, is signed on the server's clock: not refused again and again.
+        let (_, response) = try await client.data(for: post)
+        #expect(response.statusCode == 200)
+        let stamps = transport.sent.compactMap { $0.value(forHTTPHeaderField: "App-Attest-Timestamp") }.compactMap {
+            Int64($0)
+        }
+        #expect(stamps.count == 2, "the refused POST was not sent again")
+        #expect(abs(stamps[1] - 784_111_777_000) < 5_000, "the next request uses the server's clock: \(stamps)")
+    }
+
+    @Test("a next challenge kept longer than its lifetime is not used: the server may have purged it")
+    func agedNextChallenge() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.nextChallenges = true }
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base, freshness: .nextChallengeInResponse)
+        configuration.nextChallengeLifetime = 0.2
+        let client = AppAttestClient(
+            configuration: configuration, keyProvider: Self.provider(), keyStorage: MemoryKeyStorage(),
+            transport: transport)
+        func fetched() -> Int {
+            transport.sent.filter {
+                $0.url!.path == "/appattest/challenge"
+                    && String(decoding: $0.httpBody ?? Data(), as: UTF8.self)
+                        .contains("\"assertion\"")
+            }.count
+        }
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        _ = try await client.data(for: request)
+        #expect(fetched() == 1)
+        // At once: the answer's next challenge is used.
+        _ = try await client.data(for: request)
+        #expect(fetched() == 1)
+        // Past its lifetime: a fresh one is fetched instead.
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await client.data(for: request)
+        #expect(fetched() == 2)
     }
 
     @Test("requests that cannot be signed are refused before anything is sent")
