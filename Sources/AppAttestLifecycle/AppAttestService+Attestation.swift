@@ -5,11 +5,12 @@ import Foundation
 extension AppAttestService {
     /// Consumes the challenge, verifies the attestation against it and stores the key with counter 0.
     ///
-    /// Posting the same key, object, challenge and user again within ``challengeLifetime`` of the registration answers
-    /// the registered key, as the first time: an app whose answer was lost cannot attest the key again (a device
-    /// attests each key once), so it sends the same attestation. Nothing is stored twice; a caller that does
-    /// something once per registration (a welcome credit, binding the device to an account) keys it on the keyId,
-    /// as a second delivery of the first post would need anyway.
+    /// Posting the same key, object, challenge and user again answers the registered key, as the first time, however
+    /// long after (while the key is registered and not revoked, its receipt the one the object carries, and the
+    /// object's certificates still valid): an app whose answer was lost cannot attest the key again (a device attests
+    /// each key once), so it sends the same attestation, perhaps at its next launch, days later. Nothing is stored
+    /// twice; a caller that does something once per registration (a welcome credit, binding the device to an account)
+    /// keys it on the keyId, as a second delivery of the first post would need anyway.
     /// - Throws: ``AppAttestServiceError``.
     public func registerAttestation(
         _ attestationObject: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String? = nil
@@ -90,17 +91,17 @@ extension AppAttestService {
         return record
     }
 
-    /// The key as this very attestation registered it, when the same key, object, challenge and user come again within
-    /// the challenge's lifetime of the registration: an app posts its attestation again when the answer was lost, since
-    /// the device cannot attest the key twice. Only reached once the challenge is known to be used, and only for a key
-    /// that exists: the object must verify against the challenge and carry the receipt stored with the key, so that
-    /// nothing but the first registration's own object gets its answer, and nothing changes.
+    /// The key as this very attestation registered it, when the same key, object, challenge and user come again: an
+    /// app posts its attestation again when the answer was lost, since the device cannot attest the key twice, and an
+    /// app that was suspended mid-request posts it at its next launch, whenever that is. Only reached once the
+    /// challenge is known to be used, and only for a key that exists and is not revoked: the object must verify against
+    /// the challenge (its certificates valid now) and carry the receipt stored with the key, so that nothing but the
+    /// first registration's own object gets its answer, and nothing changes.
     private func registeredBefore(_ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?)
         async throws(AppAttestServiceError) -> KeyRecord?
     {
         guard let existing = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }),
             existing.revokedAt == nil, existing.userID == userID,
-            abs(now().timeIntervalSince(existing.createdAt)) <= challengeLifetime,
             // The receipt first (a parse, no signature checked): only the registration's own object goes further.
             (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt,
             let attested = try? verifier.verifyAttestation(object, keyID: keyID, challenge: challenge),
