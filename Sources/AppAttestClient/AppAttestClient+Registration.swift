@@ -90,8 +90,9 @@ extension AppAttestClient {
             }
             throw publishedOnce(
                 AppAttestClientError(
-                    .deferred, "the server refused \(history.refusedAttestations) attestations in a row",
-                    retryAfter: notBefore))
+                    .deferred,
+                    "\(history.refusedAttestations) registrations in a row were refused, or found Apple or the server "
+                        + "unavailable", retryAfter: notBefore))
         }
         guard newKey else { return }
         history.discards.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
@@ -112,8 +113,8 @@ extension AppAttestClient {
         return published(error)
     }
 
-    /// The wait after `refusals` refused attestations in a row: a minute, then four times longer each time, at most
-    /// six hours.
+    /// The wait after `refusals` failed registrations in a row (refused, or out of attempts): a minute, then four times
+    /// longer each time, at most six hours.
     static func refusalBackoff(_ refusals: Int) -> TimeInterval {
         min(60 * pow(4, Double(max(refusals, 1) - 1)), 6 * 3600)
     }
@@ -137,7 +138,12 @@ extension AppAttestClient {
         var attestation: (keyID: String, object: Data, challenge: [UInt8])? = stored.flatMap { stored in
             stored.pendingAttestation.map { (stored.keyID, $0.object, Array($0.challenge)) }
         }
-        var attestationChallenge: (keyID: String, challenge: [UInt8])?
+        // Kept from a registration that ran out of attempts, for the same key, while the server still has it.
+        var attestationChallenge: (keyID: String, challenge: [UInt8])? = keptAttestationChallenge.flatMap { kept in
+            ContinuousClock.now - kept.received
+                <= Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
+                ? (kept.keyID, kept.challenge) : nil
+        }
         var lastError = AppAttestClientError(.transport, "no attempt was made")
         for attempt in 0..<max(configuration.maximumRegistrationAttempts, 1) {
             if attempt > 0 {
@@ -163,6 +169,7 @@ extension AppAttestClient {
                     } else {
                         challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
                         attestationChallenge = (current, challenge)
+                        keptAttestationChallenge = (current, challenge, ContinuousClock.now)
                     }
                     let object = try await provider {
                         try await keyProvider.attestKey(current, clientDataHash: Data(SHA256.hash(data: challenge)))
@@ -180,6 +187,7 @@ extension AppAttestClient {
                 emit(AppAttestClientEvent(.keyAttested, keyID: current))
                 history.refusedAttestations = 0
                 history.notBefore = nil
+                keptAttestationChallenge = nil
                 let registered = AppAttestStoredKey(keyID: current, registered: true)
                 challenges.removeAll()
                 try await save(registered)
@@ -216,10 +224,21 @@ extension AppAttestClient {
                     keyID = nil
                     attestation = nil
                     attestationChallenge = nil
+                    keptAttestationChallenge = nil
                 case .retry: continue
                 case .none: throw error
                 }
             }
+        }
+        // Out of attempts while Apple or the server was unavailable: the next registration waits, longer each time
+        // (stored, so that a relaunch waits too), so that an app that retries its requests does not call a throttled
+        // Apple, and spend the server's attestation budget, again and again. The key is kept for it, with its
+        // challenge while the server keeps that.
+        if Self.registrationRecovery(lastError) == .retry {
+            history.refusedAttestations += 1
+            history.notBefore = configuration.now().addingTimeInterval(
+                Self.refusalBackoff(history.refusedAttestations))
+            try await saveHistory()
         }
         throw lastError
     }

@@ -60,6 +60,8 @@ public actor AppAttestClient {
     var lastWrite: Task<Result<Void, AppAttestClientError>, Never>?
     /// Incremented by ``resetKey()``: a registration started before a reset saves nothing after it.
     var keyGeneration = 0
+    /// The attestation challenge of a registration that ran out of attempts, for the next one with the same key.
+    var keptAttestationChallenge: (keyID: String, challenge: [UInt8], received: ContinuousClock.Instant)?
     /// The next challenges answers carried (``AppAttestClientFreshness/nextChallengeInResponse``), oldest first.
     var challenges: [PooledChallenge] = []
     /// A next challenge, and when its answer came (a clock that goes on while the device sleeps).

@@ -98,7 +98,8 @@ public struct AppAttestClientConfiguration: Sendable {
     /// How long, in seconds, a next challenge that an answer carried is kept for a later request
     /// (``AppAttestClientFreshness/nextChallengeInResponse``): 240 by default, within the 300 that the package's
     /// servers keep a challenge. Keep it below your server's challenge lifetime: a server forgets an expired challenge
-    /// once it purges it, and then answers it as it answers a used one, which a POST cannot be sent again after.
+    /// once it purges it, and then answers it as it answers a used one, which a POST cannot be sent again after. The
+    /// attestation challenge of a registration that ran out of attempts is kept as long, for the next one.
     public var nextChallengeLifetime: TimeInterval
 
     /// Explicit endpoints.

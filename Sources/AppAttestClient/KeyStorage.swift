@@ -39,7 +39,8 @@ public struct AppAttestStoredKey: Codable, Sendable, Hashable {
     public struct History: Codable, Sendable, Hashable {
         /// When keys were discarded (failing on the device, unknown to the server, refused), the last 24 hours.
         public var discards: [Date]
-        /// Attestations the server refused in a row (the wait after the next refusal grows with it).
+        /// Registrations that failed in a row: attestations the server refused, and registrations that ran out of
+        /// attempts while Apple or the server was unavailable (the wait after the next one grows with it).
         public var refusedAttestations: Int
         /// No attestation before this time.
         public var notBefore: Date?

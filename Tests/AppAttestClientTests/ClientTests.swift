@@ -228,11 +228,14 @@ struct ClientTests {
         #expect(await storage.load() == AppAttestStoredKey(keyID: keyID, registered: true))
     }
 
-    @Test("registration gives up after the configured attempts, with the last error")
+    @Test("registration gives up after the configured attempts, with the last error, then waits before the next")
     func givesUp() async throws {
         let provider = Self.provider()
         await provider.failNext(.serverUnavailable, times: 10)
-        let client = client(provider, ScriptedTransport())
+        let transport = ScriptedTransport()
+        let clock = Mutex(Date())
+        let client = client(provider, transport, now: { clock.withLock { $0 } })
+        func challenges() -> Int { transport.sent.filter { $0.url!.path == "/appattest/challenge" }.count }
         do {
             _ = try await client.register()
             Issue.record("no error")
@@ -241,6 +244,34 @@ struct ClientTests {
             #expect(error.providerCode == .serverUnavailable)
         }
         #expect(await provider.callCount("attestKey") == 5)
+        // Called again at once (an app that retries its request): a deferral, not five more calls to a throttled
+        // Apple and another attestation challenge from the server's budget.
+        do {
+            _ = try await client.register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(error.code == .deferred)
+            #expect(error.retryAfter.map { $0.timeIntervalSince(clock.withLock { $0 }) > 30 } == true)
+        }
+        #expect(await provider.callCount("attestKey") == 5)
+        // Once the wait is over, the same key again, with the challenge it was fetched for (Apple asks for the same
+        // clientDataHash after serverUnavailable); the next wait is longer.
+        clock.withLock { $0 += 61 }
+        await #expect(throws: AppAttestClientError.self) { _ = try await client.register() }
+        #expect(await provider.callCount("attestKey") == 10)
+        #expect(await provider.callCount("generateKey") == 1)
+        #expect(challenges() == 1)
+        clock.withLock { $0 += 61 }
+        do {
+            _ = try await client.register()
+            Issue.record("no deferral")
+        } catch {
+            #expect(error.code == .deferred)
+        }
+        // And once Apple answers, it registers.
+        clock.withLock { $0 += 4 * 60 }
+        _ = try await client.register()
+        #expect(await provider.callCount("attestKey") == 11)
     }
 
     @Test("concurrent first requests share one registration")
