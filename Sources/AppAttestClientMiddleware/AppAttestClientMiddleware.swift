@@ -84,11 +84,16 @@ public struct AppAttestClientMiddleware: ClientMiddleware {
         }
     }
 
-    /// The request as it travels: the base URL's path followed by the operation's path and query.
+    /// The request as it travels: the base URL's percent-encoded path followed by the operation's path, and the
+    /// operation's query, joined as swift-openapi-async-http-client and swift-openapi-urlsession join them (a base URL
+    /// ending in `/` gives `//`), so that the target signed is the one the server receives.
     static func urlRequest(_ request: HTTPRequest, body: Data?, baseURL: URL) throws -> URLRequest {
-        var base = baseURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        guard let url = URL(string: base + (request.path ?? "/")) else { throw URLError(.badURL) }
+        guard var components = URLComponents(string: baseURL.absoluteString),
+            let operation = URLComponents(string: request.path ?? "")
+        else { throw URLError(.badURL) }
+        components.percentEncodedPath += operation.percentEncodedPath
+        components.percentEncodedQuery = operation.percentEncodedQuery
+        guard let url = components.url else { throw URLError(.badURL) }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue
         for field in request.headerFields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName) }

@@ -1,6 +1,6 @@
 #if Service && Vapor && ClientMiddleware && ServiceClient
 import AppAttestClient
-import AppAttestClientMiddleware
+@testable import AppAttestClientMiddleware
 import AppAttestTestAppAPI
 import AppAttestTesting
 import Foundation
@@ -39,6 +39,22 @@ struct MiddlewareTests {
 
     static func text(_ body: HTTPBody) async throws -> String {
         try await String(collecting: body, upTo: 4096)
+    }
+
+    @Test("the request signed is the one the OpenAPI transports send: the base URL's path, then the operation's")
+    func signedTarget() throws {
+        // What swift-openapi-async-http-client and swift-openapi-urlsession do: the operation's path appended to the
+        // base URL's percent-encoded path as it is, and the operation's query.
+        for (base, path, expected) in [
+            ("https://h.example/v1", "/orders?x=1", "https://h.example/v1/orders?x=1"),
+            ("https://h.example/v1/", "/orders", "https://h.example/v1//orders"),
+            ("https://h.example", "/a%20b/", "https://h.example/a%20b/"),
+            ("https://h.example/api%20v2", "/s?q=a%2Fb", "https://h.example/api%20v2/s?q=a%2Fb"),
+        ] {
+            let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path)
+            let signed = try AppAttestClientMiddleware.urlRequest(request, body: nil, baseURL: URL(string: base)!)
+            #expect(signed.url?.absoluteString == expected, "\(base) + \(path)")
+        }
     }
 
     @Test("orders, a search with a repeated key, a duplicated GET repaired, a duplicated POST reported")
