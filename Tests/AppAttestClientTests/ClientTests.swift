@@ -958,31 +958,32 @@ struct ClientTests {
         _ = try await provider.generateAssertion(keyID, clientDataHash: Data(count: 32))
     }
 
-    @Test("a stale timestamp is retried once on the server's clock (its Date header)")
-    func clockSkew() async throws {
+    /// A timestamp-mode client whose first protected request is refused `staleTimestamp` by a server whose clock
+    /// (its `Date`) is 784,111,777 s after the epoch; and the timestamps the transport has sent, in order.
+    func staleTimestampClient() -> (AppAttestClient, stamps: () -> [Int64]) {
         let transport = ScriptedTransport()
         transport.state.withLock {
             $0.protected = [.problem(.staleTimestamp)]
             $0.date = "Sun, 06 Nov 1994 08:49:37 GMT"
         }
-        let client = client(Self.provider(), transport, freshness: .timestamp)
+        return (
+            client(Self.provider(), transport, freshness: .timestamp),
+            { transport.sent.compactMap { $0.value(forHTTPHeaderField: "App-Attest-Timestamp").flatMap { Int64($0) } } }
+        )
+    }
+
+    @Test("a stale timestamp is retried once on the server's clock (its Date header)")
+    func clockSkew() async throws {
+        let (client, stamps) = staleTimestampClient()
         let (_, response) = try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x")))
         #expect(response.statusCode == 200)
-        let stamps = transport.sent.compactMap { $0.value(forHTTPHeaderField: "App-Attest-Timestamp") }.compactMap {
-            Int64($0)
-        }
-        #expect(stamps.count == 2)
-        #expect(abs(stamps[1] - 784_111_777_000) < 5_000, "the retry uses the server's clock: \(stamps)")
+        #expect(stamps().count == 2)
+        #expect(abs(stamps()[1] - 784_111_777_000) < 5_000, "the retry uses the server's clock: \(stamps())")
     }
 
     @Test("a POST refused for a stale timestamp is not sent again, but the next request is on the server's clock")
     func clockSkewOnAPost() async throws {
-        let transport = ScriptedTransport()
-        transport.state.withLock {
-            $0.protected = [.problem(.staleTimestamp)]
-            $0.date = "Sun, 06 Nov 1994 08:49:37 GMT"
-        }
-        let client = client(Self.provider(), transport, freshness: .timestamp)
+        let (client, stamps) = staleTimestampClient()
         var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
         post.httpMethod = "POST"
         post.httpBody = Data("order".utf8)
@@ -990,11 +991,8 @@ struct ClientTests {
         // The next one, another POST, is signed on the server's clock: not refused again and again.
         let (_, response) = try await client.data(for: post)
         #expect(response.statusCode == 200)
-        let stamps = transport.sent.compactMap { $0.value(forHTTPHeaderField: "App-Attest-Timestamp") }.compactMap {
-            Int64($0)
-        }
-        #expect(stamps.count == 2, "the refused POST was not sent again")
-        #expect(abs(stamps[1] - 784_111_777_000) < 5_000, "the next request uses the server's clock: \(stamps)")
+        #expect(stamps().count == 2, "the refused POST was not sent again")
+        #expect(abs(stamps()[1] - 784_111_777_000) < 5_000, "the next request uses the server's clock: \(stamps())")
     }
 
     @Test("a next challenge kept longer than its lifetime is not used: the server may have purged it")
