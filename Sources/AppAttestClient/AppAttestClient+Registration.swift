@@ -91,8 +91,8 @@ extension AppAttestClient {
             throw publishedOnce(
                 AppAttestClientError(
                     .deferred,
-                    "\(history.refusedAttestations) registrations in a row were refused, or found Apple or the server "
-                        + "unavailable", retryAfter: notBefore))
+                    "\(history.refusedAttestations) registrations in a row were refused, or found Apple unavailable",
+                    retryAfter: notBefore))
         }
         guard newKey else { return }
         history.discards.removeAll { now.timeIntervalSince($0) >= 86_400 || $0 > now }
@@ -168,6 +168,7 @@ extension AppAttestClient {
                         challenge = kept.challenge
                     } else {
                         challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
+                        try checkCurrent()
                         attestationChallenge = (current, challenge)
                         keptAttestationChallenge = (current, challenge, ContinuousClock.now)
                     }
@@ -230,11 +231,12 @@ extension AppAttestClient {
                 }
             }
         }
-        // Out of attempts while Apple or the server was unavailable: the next registration waits, longer each time
-        // (stored, so that a relaunch waits too), so that an app that retries its requests does not call a throttled
-        // Apple, and spend the server's attestation budget, again and again. The key is kept for it, with its
-        // challenge while the server keeps that.
-        if Self.registrationRecovery(lastError) == .retry {
+        // Out of attempts while Apple was unavailable (throttling, an outage): the next registration waits, longer
+        // each time (stored, so that a relaunch waits too), so that an app that retries its requests does not call a
+        // throttled Apple, and spend the server's attestation budget, again and again. The key is kept for it, with
+        // its challenge while the server keeps that. Not for a device without a network, or a server that did not
+        // answer: waiting would spare Apple nothing, and the next request, once connected, should register at once.
+        if lastError.code == .keyProvider, lastError.providerCode == .serverUnavailable {
             history.refusedAttestations += 1
             history.notBefore = configuration.now().addingTimeInterval(
                 Self.refusalBackoff(history.refusedAttestations))

@@ -40,7 +40,7 @@ public struct AppAttestStoredKey: Codable, Sendable, Hashable {
         /// When keys were discarded (failing on the device, unknown to the server, refused), the last 24 hours.
         public var discards: [Date]
         /// Registrations that failed in a row: attestations the server refused, and registrations that ran out of
-        /// attempts while Apple or the server was unavailable (the wait after the next one grows with it).
+        /// attempts while Apple was unavailable (the wait after the next one grows with it).
         public var refusedAttestations: Int
         /// No attestation before this time.
         public var notBefore: Date?

@@ -88,8 +88,8 @@ extension AppAttestService {
         }
         var next: ChallengeRecord?
         // Only in place of a challenge reserved for this key (one more read): the next one replaces it, so that the
-        // key's outstanding challenges, the total and what its issuer holds never grow through next challenges (an
-        // unreserved challenge turned into a reserved one would escape the issuer's share).
+        // key's outstanding challenges never grow through next challenges, and an unreserved challenge, which the
+        // total and its issuer's share bound, is never turned into a reserved one, which they do not.
         if issuingNextChallenge, let challenge = binding.challenge,
             try await run({ () async throws(StoreError) -> ChallengeRecord? in try await store.challenge(challenge) })?
                 .keyID == keyID

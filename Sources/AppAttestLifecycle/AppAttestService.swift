@@ -150,8 +150,10 @@ public struct AppAttestService: Sendable {
         }
         // A challenge reserved for a key is bounded by the key's own limit (a registered key that is not revoked, at
         // most `perKey` each): neither the total nor an issuer's share refuses it, so that nobody who floods the open
-        // challenge route, from however many addresses, stops registered devices' requests.
-        if keyID == nil {
+        // challenge route, from however many addresses, stops registered devices' requests. Not an attestation
+        // challenge, which spends the attestation budget: one reserved for a registered key could register nothing,
+        // and must not let a caller spend the budget past its share.
+        if keyID == nil || purpose == Purpose.attestation {
             try await checkChallengeAllowance(issuer: issuer, now: time)
         }
         // The budget last, once the challenge is sure to be issued: a request refused for the limits above spends

@@ -7,15 +7,17 @@ extension AppAttestService {
     public struct ChallengeLimits: Sendable, Hashable {
         /// Reserved for one key: a new one replaces the key's oldest beyond this.
         public var perKey: Int
-        /// Reserved for one user: a new one replaces the user's oldest beyond this.
+        /// Reserved for one user and no key: a new one replaces the user's oldest beyond this (those reserved for one
+        /// of the user's keys count against the key, ``perKey``).
         public var perUser: Int
         /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:appID:)``), so that one caller or address
-        /// cannot take the whole ``total`` and lock everyone else out. Checked before a challenge that is not reserved
-        /// for a key is issued (every challenge the issuer holds counted).
+        /// cannot take the whole ``total`` and lock everyone else out. Checked before a challenge is issued that is not
+        /// reserved for a key, or is an attestation challenge (every challenge the issuer holds counted).
         public var perIssuer: Int
-        /// In all, reserved or not. Checked before a challenge that is not reserved for a key is issued: those reserved
-        /// for a key are bounded by ``perKey`` alone, so that a fleet whose devices hold many at once needs a total
-        /// above what they hold for new registrations to go on.
+        /// In all, reserved or not. Checked before a challenge is issued that is not reserved for a key, or is an
+        /// attestation challenge: the others are bounded by ``perKey`` alone (a registered key that is not revoked),
+        /// so that a fleet whose devices hold many at once needs a total above what they hold for new registrations to
+        /// go on.
         public var total: Int
 
         /// - Parameters:

@@ -18,7 +18,7 @@ public protocol AppAttestStore: Sendable {
     func challenge(_ challenge: [UInt8]) async throws(StoreError) -> ChallengeRecord?
 
     /// How many challenges that expire after `now` are reserved for `keyID` (when given), else for `userID` (when
-    /// given), else in all.
+    /// given, those reserved for one of the user's keys included), else in all.
     func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int
 
     /// How many challenges that expire after `now` were issued to `issuer` (``ChallengeRecord/issuer``).

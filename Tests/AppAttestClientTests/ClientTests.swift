@@ -1000,7 +1000,7 @@ struct ClientTests {
         let transport = ScriptedTransport()
         transport.state.withLock { $0.nextChallenges = true }
         var configuration = AppAttestClientConfiguration(baseURL: Self.base, freshness: .nextChallengeInResponse)
-        configuration.nextChallengeLifetime = 0.2
+        configuration.nextChallengeLifetime = 1.5
         let client = AppAttestClient(
             configuration: configuration, keyProvider: Self.provider(), keyStorage: MemoryKeyStorage(),
             transport: transport)
@@ -1018,7 +1018,7 @@ struct ClientTests {
         _ = try await client.data(for: request)
         #expect(fetched() == 1)
         // Past its lifetime: a fresh one is fetched instead.
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(1_700))
         _ = try await client.data(for: request)
         #expect(fetched() == 2)
     }

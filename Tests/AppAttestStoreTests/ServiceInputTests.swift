@@ -183,10 +183,14 @@ struct ServiceInputTests {
             _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, issuer: greedy)
         }
         // A challenge reserved for a registered key is not held to the issuer's share (a backend asking for its
-        // devices' challenges is one issuer).
+        // devices' challenges is one issuer), unless it is an attestation challenge, which spends the budget.
         let device = try await harness.registeredDevice()
         _ = try await service.issueChallenge(
             purpose: AppAttestService.Purpose.assertion, keyID: device.keyID, issuer: greedy)
+        await expectServiceError(.tooManyChallenges) {
+            _ = try await service.issueChallenge(
+                purpose: AppAttestService.Purpose.attestation, keyID: device.keyID, issuer: greedy)
+        }
         _ = try await service.issueChallenge(
             purpose: AppAttestService.Purpose.attestation, issuer: "address:\(UUID().uuidString)")
         // What it holds frees up as it is used.
