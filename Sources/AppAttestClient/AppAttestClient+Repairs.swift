@@ -98,17 +98,17 @@ extension AppAttestClient {
                     status: refusal.status, problemCode: refusal.code, action: refusal.action)
             }
             attempt.refetched = true
-        case "reattest":
-            guard !attempt.replacedKey else { throw refused }
-            attempt.replacedKey = true
-            try await replaceKey(keyID, reason: refusal.code)
         default:
-            guard refusal.code == "keyRevoked", configuration.reattestsRevokedKeys, !attempt.replacedKey else {
-                throw refused
-            }
+            guard replacesKey(code: refusal.code, action: refusal.action), !attempt.replacedKey else { throw refused }
             attempt.replacedKey = true
             try await replaceKey(keyID, reason: refusal.code)
         }
+    }
+
+    /// Whether a refusal of the server's App Attest layer is of the key itself, which a new key repairs: its action is
+    /// `reattest`, or it is `keyRevoked` and ``AppAttestClientConfiguration/reattestsRevokedKeys`` is set.
+    func replacesKey(code: String, action: String?) -> Bool {
+        action == "reattest" || (code == "keyRevoked" && configuration.reattestsRevokedKeys)
     }
 
     /// Discards `keyID` (if it is still the current key) so that the next request registers a new one, within

@@ -96,14 +96,6 @@ extension AppAttestClient {
                 started: signed.started))
     }
 
-    /// Whether `error`, thrown while the key's challenge was fetched, is the server's refusal of the key: an App
-    /// Attest refusal whose action is `reattest`, or `keyRevoked` when
-    /// ``AppAttestClientConfiguration/reattestsRevokedKeys`` is set.
-    func replacesKey(challengeRefusal error: AppAttestClientError) -> Bool {
-        guard error.code == .registrationRefused, let code = error.problemCode else { return false }
-        return error.action == "reattest" || (code == "keyRevoked" && configuration.reattestsRevokedKeys)
-    }
-
     /// Frees the turn of a signed request that was not sent, or whose answer never came.
     public func abandon(_ signed: AppAttestSignedRequest) {
         release(signed.ticket)
@@ -135,9 +127,11 @@ extension AppAttestClient {
                 // deleted) or revoked it. Kept, it would be refused on every request, so a new one is registered, as
                 // for a protected route's refusal (``recover(from:keyID:resendable:attempt:)``): once per request,
                 // within the day's replacements.
-                guard !attempt.replacedKey, replacesKey(challengeRefusal: error) else { throw error }
+                guard !attempt.replacedKey, error.code == .registrationRefused, let code = error.problemCode,
+                    replacesKey(code: code, action: error.action)
+                else { throw error }
                 attempt.replacedKey = true
-                do { try await replaceKey(keyID, reason: error.problemCode ?? "reattest") } catch {
+                do { try await replaceKey(keyID, reason: code) } catch {
                     throw published(error)
                 }
                 continue
