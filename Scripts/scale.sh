@@ -53,7 +53,8 @@ wrk_run() { # MODE FILE: prints the RESULT line and what was sent (SENT)
         131072 $THREADS | grep -E '^(RESULT|SENT)'
 }
 rps() { sed -n 's/.* rps=\([0-9]*\).*/\1/p'; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # PID: user and system time, in clock ticks
+# PID [reaped]: user and system time, in clock ticks, with the children it has reaped when the second is given.
+cpu_ticks() { awk -v reaped="${2:-}" '{ print $14 + $15 + (reaped != "" ? $16 + $17 : 0) }' "/proc/$1/stat"; }
 # DB: the database server's user and system time, in clock ticks: every process named postgres (its backends, the
 # writers and the log) with the children each has reaped (the postmaster's: backends and autovacuum workers that ended
 # during the run), 0 for SQLite (in the server's own), - when no postgres process runs here (a remote server).
@@ -61,7 +62,7 @@ db_cpu_ticks() {
     local total=0 pid ticks found=""
     if [ "$1" = postgres ]; then
         for pid in $(pgrep -x postgres); do
-            ticks="$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null)"
+            ticks="$(cpu_ticks "$pid" reaped 2>/dev/null)"
             total=$((total + ${ticks:-0}))
             found=1
         done

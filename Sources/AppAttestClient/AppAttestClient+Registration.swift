@@ -138,12 +138,8 @@ extension AppAttestClient {
         var attestation: (keyID: String, object: Data, challenge: [UInt8])? = stored.flatMap { stored in
             stored.pendingAttestation.map { (stored.keyID, $0.object, Array($0.challenge)) }
         }
-        // Kept from a registration that ran out of attempts, for the same key, while the server still has it.
-        var attestationChallenge: (keyID: String, challenge: [UInt8])? = keptAttestationChallenge.flatMap { kept in
-            ContinuousClock.now - kept.received
-                <= Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
-                ? (kept.keyID, kept.challenge) : nil
-        }
+        // A challenge kept from a registration that ran out of attempts serves this one while the server still has it.
+        if let kept = keptAttestationChallenge, !isFresh(kept.received) { keptAttestationChallenge = nil }
         var lastError = AppAttestClientError(.transport, "no attempt was made")
         for attempt in 0..<max(configuration.maximumRegistrationAttempts, 1) {
             if attempt > 0 {
@@ -164,12 +160,11 @@ extension AppAttestClient {
                     // Apple asks that an attestation it could not make (serverUnavailable) be asked again with the
                     // same key and the same clientDataHash: the challenge is fetched once per key.
                     let challenge: [UInt8]
-                    if let kept = attestationChallenge, kept.keyID == current {
+                    if let kept = keptAttestationChallenge, kept.keyID == current {
                         challenge = kept.challenge
                     } else {
                         challenge = try await fetchChallenge(purpose: "attestation", keyID: nil)
                         try checkCurrent()
-                        attestationChallenge = (current, challenge)
                         keptAttestationChallenge = (current, challenge, ContinuousClock.now)
                     }
                     let object = try await provider {
@@ -224,7 +219,6 @@ extension AppAttestClient {
                     if let current = keyID { try await forget(current) }
                     keyID = nil
                     attestation = nil
-                    attestationChallenge = nil
                     keptAttestationChallenge = nil
                 case .retry: continue
                 case .none: throw error

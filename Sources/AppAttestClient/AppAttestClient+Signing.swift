@@ -42,9 +42,7 @@ extension AppAttestClient {
             // The newest first. One kept longer than `nextChallengeLifetime` may be gone from the server (expired,
             // then purged), which answers it as unknown, as it answers a used one: a POST refused so could not be
             // sent again. It goes, and with it every older one.
-            let now = ContinuousClock.now
-            let lifetime = Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
-            if let stale = challenges.lastIndex(where: { now - $0.received > lifetime }) {
+            if let stale = challenges.lastIndex(where: { !isFresh($0.received) }) {
                 challenges.removeSubrange(...stale)
             }
             if let pooled = challenges.popLast() { return pooled.bytes }
@@ -96,6 +94,12 @@ extension AppAttestClient {
         signed.setValue(keyID, forHTTPHeaderField: RequestBindingHeaders.keyID)
         signed.setValue(assertion.base64EncodedString(), forHTTPHeaderField: RequestBindingHeaders.assertion)
         return signed
+    }
+
+    /// Whether a challenge that came at `received` is still within ``AppAttestClientConfiguration/nextChallengeLifetime``
+    /// (on a clock that goes on while the device sleeps), so that the server still has it.
+    func isFresh(_ received: ContinuousClock.Instant) -> Bool {
+        ContinuousClock.now - received <= Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
     }
 
     /// Keeps the next challenge an answer carries, for a later request of the same key.

@@ -60,7 +60,8 @@ public actor AppAttestClient {
     var lastWrite: Task<Result<Void, AppAttestClientError>, Never>?
     /// Incremented by ``resetKey()``: a registration started before a reset saves nothing after it.
     var keyGeneration = 0
-    /// The attestation challenge of a registration that ran out of attempts, for the next one with the same key.
+    /// The attestation challenge of the registration under way, or of one that ran out of attempts, for the next one
+    /// with the same key (Apple asks for the same clientDataHash after `serverUnavailable`).
     var keptAttestationChallenge: (keyID: String, challenge: [UInt8], received: ContinuousClock.Instant)?
     /// The next challenges answers carried (``AppAttestClientFreshness/nextChallengeInResponse``), oldest first.
     var challenges: [PooledChallenge] = []

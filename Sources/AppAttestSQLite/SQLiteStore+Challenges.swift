@@ -27,11 +27,11 @@ extension SQLiteAppAttestStore {
     {
         // A user's own challenges are those reserved for no key: the ones reserved for one of the user's keys count
         // against that key (and are its app's), and a caller that may reserve for the user must not evict them.
-        let owner: (column: String, value: DatabaseValue)
+        let owner: (condition: String, value: DatabaseValue)
         if let keyID = record.keyID {
-            owner = ("key_id", Data(keyID.rawValue).databaseValue)
+            owner = ("key_id = ?", Data(keyID.rawValue).databaseValue)
         } else if let userID = record.userID {
-            owner = ("key_id IS NULL AND user_id", userID.databaseValue)
+            owner = ("key_id IS NULL AND user_id = ?", userID.databaseValue)
         } else {
             return try await insertChallenge(record)
         }
@@ -40,7 +40,7 @@ extension SQLiteAppAttestStore {
             try db.cachedStatement(
                 sql: """
                     DELETE FROM challenges WHERE challenge IN (
-                        SELECT challenge FROM challenges WHERE \(owner.column) = ? AND expires_at > ?
+                        SELECT challenge FROM challenges WHERE \(owner.condition) AND expires_at > ?
                         ORDER BY expires_at DESC LIMIT -1 OFFSET ?)
                     """
             ).execute(arguments: [owner.value, now.timeIntervalSince1970, max(0, limit - 1)])
