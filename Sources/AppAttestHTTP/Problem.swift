@@ -141,6 +141,11 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
             self.init(
                 status: .unauthorized, code: error.code.name, title: "App Attest verification failed",
                 action: .reattest)
+        case .keySuperseded:
+            // A genuine device whose key a newer key of its user replaced (the per-user limit): it registers again.
+            self.init(
+                status: .unauthorized, code: error.code.name, title: "The key was replaced by a newer key of its user",
+                action: .reattest)
         case .malformedBinding:
             self.init(status: .badRequest, code: error.code.name, title: "The request cannot be bound")
         case .invalidUserID:

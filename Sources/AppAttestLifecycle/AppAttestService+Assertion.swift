@@ -122,8 +122,9 @@ extension AppAttestService {
             // signatures are checked or the store is asked (a revocation is never undone).
             var revoked = entry.record
             revoked.revokedAt = now()
-            keyCache.insert(revoked)
-            throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
+            let superseded = try await isSuperseded(keyID)
+            keyCache.insert(revoked, superseded: superseded)
+            throw Self.revocation(keyID, superseded: superseded)
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
             // A key read without its counter (a cache miss on SQLite) was verified against none: the answer is the

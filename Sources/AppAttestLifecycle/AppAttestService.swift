@@ -134,7 +134,7 @@ public struct AppAttestService: Sendable {
     ///   - appID: for an attestation challenge, the App ID whose budget pays for it; nil (or an App ID this service
     ///     does not accept) for the only accepted App ID, or, when several are accepted, a budget shared by the
     ///     attestations of unnamed App IDs under the default policy.
-    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `invalidUserID`, `tooManyChallenges`,
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `invalidUserID`, `tooManyChallenges`,
     ///   `attestationBudgetExhausted`, `storeUnavailable`.
     public func issueChallenge(
         purpose: String, keyID: KeyID? = nil, userID: String? = nil, issuer: String? = nil, appID: AppID? = nil
@@ -205,7 +205,7 @@ public struct AppAttestService: Sendable {
     {
         if let cached = keyCache.entry(keyID), cached.key.countersRead || !readingRevocation {
             guard cached.record.revokedAt == nil else {
-                throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
+                throw Self.revocation(keyID, superseded: cached.key.superseded)
             }
             return cached
         }
@@ -216,8 +216,30 @@ public struct AppAttestService: Sendable {
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
-        guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+        guard record.revokedAt == nil else {
+            // Remembered as revoked for the cache's age, with why, so that the key's next requests are refused
+            // without a read (a revocation is never undone).
+            let superseded = try await isSuperseded(keyID)
+            keyCache.insert(record, superseded: superseded)
+            throw Self.revocation(keyID, superseded: superseded)
+        }
         return keyCache.insert(record, countersRead: readingRevocation || keyReads.readsCounters)
+    }
+
+    /// Whether a revoked key's last revocation was a newer key of its user beyond
+    /// ``AppPolicy/maximumKeysPerUser`` (its events say; false once they are purged).
+    func isSuperseded(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
+        let events = try await run { () async throws(StoreError) -> [KeyEvent] in
+            try await store.keyEvents(keyID, limit: 8)
+        }
+        return events.last(where: { $0.kind == .revoked || $0.kind == .superseded })?.kind == .superseded
+    }
+
+    /// The refusal of a revoked key: `keySuperseded` (register a new key) or `keyRevoked` (stay refused).
+    static func revocation(_ keyID: KeyID, superseded: Bool) -> AppAttestServiceError {
+        superseded
+            ? AppAttestServiceError(.keySuperseded, "key \(keyID) was superseded by a newer key of its user")
+            : AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked")
     }
 
     /// Why a challenge was refused, from its stored record (nil: unknown or already used): the first of purpose,

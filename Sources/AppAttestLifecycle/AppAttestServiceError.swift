@@ -22,8 +22,15 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         public static let keyBoundToAnotherUser = Code("keyBoundToAnotherUser")
         /// No such key.
         public static let unknownKey = Code("unknownKey")
-        /// The key was revoked.
+        /// The key was revoked: by its owner's decision (``AppAttestService/revokeKey(_:reason:)``), or as
+        /// ``keySuperseded`` when a newer key of its user replaced it.
         public static let keyRevoked = Code("keyRevoked")
+        /// The key was revoked because its user registered more keys than
+        /// ``AppAttestService/AppPolicy/maximumKeysPerUser`` allows and it was the oldest: the device is genuine,
+        /// and registering a new key is the answer (problem action `reattest`), where a ``keyRevoked`` key stays
+        /// refused. Told apart by the key's events (``KeyEvent/Kind/superseded``), so once they are purged
+        /// (``AppAttestService/eventRetention``) such a key is answered ``keyRevoked``.
+        public static let keySuperseded = Code("keySuperseded")
         /// Another request with this counter (or a higher one) was accepted first.
         public static let counterReplayed = Code("counterReplayed")
         /// The attestation or assertion failed verification: see ``AppAttestServiceError/verification``.

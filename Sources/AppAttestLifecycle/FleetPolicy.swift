@@ -24,7 +24,11 @@ extension AppAttestService {
         /// Attestation challenges issued at once when the budget has been idle.
         public var attestationBurst: Double
         /// Active keys one user may hold: a new key beyond it revokes the user's oldest (`KeyEvent.Kind.superseded`);
-        /// nil for no limit. Keys registered without a user are never superseded.
+        /// nil for no limit. Keys registered without a user are never superseded. A superseded key is refused
+        /// ``AppAttestServiceError/Code/keySuperseded``, whose problem action is `reattest`: a device still in use
+        /// registers a new key (which supersedes the user's next oldest, most often a key of an app since
+        /// reinstalled) rather than stay locked out. Set it above the devices a user really uses: with more live
+        /// devices than the limit, they supersede one another, each within its client's daily replacements.
         public var maximumKeysPerUser: Int?
 
         /// - Parameters:

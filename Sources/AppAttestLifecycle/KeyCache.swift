@@ -22,11 +22,14 @@ package final class KeyCache: Sendable {
         /// without them (a cache miss's read on SQLite, ``KeyReadBatcher/readsCounters``: counter 0, no revocation),
         /// whose acceptance decides both.
         let countersRead: Bool
+        /// For a revoked key: whether a newer key of its user superseded it (``AppAttestServiceError/Code/keySuperseded``).
+        let superseded: Bool
 
-        init(record: KeyRecord, fetchedAt: TimeInterval, countersRead: Bool) {
+        init(record: KeyRecord, fetchedAt: TimeInterval, countersRead: Bool, superseded: Bool) {
             self.record = record
             self.fetchedAt = fetchedAt
             self.countersRead = countersRead
+            self.superseded = superseded
         }
     }
 
@@ -117,12 +120,15 @@ package final class KeyCache: Sendable {
 
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
-    /// - Parameter countersRead: false when the record was read without its counter and revocation (0 and none).
+    /// - Parameters:
+    ///   - countersRead: false when the record was read without its counter and revocation (0 and none).
+    ///   - superseded: for a revoked key, whether a newer key of its user superseded it.
     @discardableResult
-    package func insert(_ record: KeyRecord, countersRead: Bool = true) -> Entry {
+    package func insert(_ record: KeyRecord, countersRead: Bool = true, superseded: Bool = false) -> Entry {
         let record = record.withoutReceipt
         let entry = Entry(
-            key: Key(record: record, fetchedAt: Self.uptime, countersRead: countersRead), counter: record.key.counter)
+            key: Key(record: record, fetchedAt: Self.uptime, countersRead: countersRead, superseded: superseded),
+            counter: record.key.counter)
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in

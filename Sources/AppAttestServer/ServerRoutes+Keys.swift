@@ -85,6 +85,10 @@ extension AppAttestServer {
         switch error.code {
         case .unknownKey: return unknownKey
         case .keyRevoked: return .init(status: .conflict, code: "keyRevoked", title: "The key was revoked")
+        case .keySuperseded:
+            return .init(
+                status: .conflict, code: "keySuperseded", title: "The key was replaced by a newer key of its user",
+                action: .reattest)
         default: return AppAttestProblem(error)
         }
     }

@@ -8,7 +8,7 @@ package enum DocumentedProblemActions {
         case "challengeExpired", "challengeMismatch", "challengeUnknown", "counterReplayed", "counterNotIncreasing",
             "staleTimestamp":
             "refetchChallenge"
-        case "unknownKey": "reattest"
+        case "unknownKey", "keySuperseded": "reattest"
         default: "none"
         }
     }

@@ -122,6 +122,16 @@ struct FleetServeTests {
             #expect(kinds == ["revoked"] && events?.first?["detail"] as? String == "fraud review 12")
             response = try await tests.post(client, secondPath + "/revoke", #"{"reason":42}"#)
             #expect(response.status == .badRequest)
+            // The superseded key's device registers again (action reattest); the revoked key's stays refused.
+            for (device, code, action) in [(first, "keySuperseded", "reattest"), (second, "keyRevoked", "none")] {
+                let keyID = device.keyID.base64EncodedString
+                response = try await tests.post(
+                    client, "/v1/challenges", #"{"purpose":"assertion","keyId":"\#(keyID)"}"#)
+                let body = F.json(response)
+                #expect(
+                    response.status == .unauthorized && body["code"] as? String == code
+                        && body["action"] as? String == action, "\(response.status) \(body)")
+            }
             response = try await client.execute(uri: path + "/events?limit=0", method: .get, headers: F.headers())
             #expect(response.status == .badRequest)
         }

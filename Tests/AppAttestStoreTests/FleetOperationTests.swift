@@ -110,14 +110,37 @@ struct FleetOperationTests {
         let keys = try await harness.service.keys(forUser: user)
         let active = Set(keys.filter { $0.revokedAt == nil }.map(\.keyID))
         #expect(active == [middle.keyID, newest.keyID])
-        await expectServiceError(.keyRevoked, "the superseded key") {
-            _ = try await harness.service.authenticateAssertion(
-                try oldest.assert(clientData: [1]), clientData: [1], keyID: oldest.keyID)
+        // Superseded, not revoked: the device registers a new key (action reattest) rather than stay locked out; so
+        // on the acceptance's refusal, on the refusal the cache remembers, and on the key's challenge route.
+        for attempt in ["the superseded key", "the superseded key, again (cached)"] {
+            await expectServiceError(.keySuperseded, attempt) {
+                _ = try await harness.service.authenticateAssertion(
+                    try oldest.assert(clientData: [1]), clientData: [1], keyID: oldest.keyID)
+            }
+        }
+        await expectServiceError(.keySuperseded, "a challenge for the superseded key") {
+            _ = try await harness.service.issueChallenge(
+                purpose: AppAttestService.Purpose.assertion, keyID: oldest.keyID)
+        }
+        let restarted = try harness.freshService()
+        await expectServiceError(.keySuperseded, "the superseded key, read by a service that never cached it") {
+            _ = try await restarted.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: oldest.keyID)
         }
         _ = try await harness.service.authenticateAssertion(
             try middle.assert(clientData: [1]), clientData: [1], keyID: middle.keyID)
         _ = try await harness.service.authenticateAssertion(
             try unbound.assert(clientData: [1]), clientData: [1], keyID: unbound.keyID)
+        // A key its owner revoked stays refused as revoked.
+        #expect(try await harness.service.revokeKey(middle.keyID, reason: "fraud"))
+        for attempt in ["the revoked key", "the revoked key, again (cached)"] {
+            await expectServiceError(.keyRevoked, attempt) {
+                _ = try await harness.service.authenticateAssertion(
+                    try middle.assert(clientData: [2]), clientData: [2], keyID: middle.keyID)
+            }
+        }
+        await expectServiceError(.keyRevoked, "the revoked key, read by a service that never cached it") {
+            _ = try await restarted.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: middle.keyID)
+        }
         let events = try await harness.service.events(ofKey: oldest.keyID)
         #expect(events.map(\.kind) == [.attested, .superseded])
         #expect(events.last?.detail == newest.keyID.base64EncodedString)

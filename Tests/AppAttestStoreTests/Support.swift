@@ -142,11 +142,25 @@ struct Harness {
     ) async throws {
         clock = TestClock(start)
         (store, spec) = try await backend.open()
+        self.policies = policies
+        service = try Self.service(store: store, policies: policies, clock: clock)
+    }
+
+    private let policies: AppAttestService.Policies
+
+    private static func service(store: any AppAttestStore, policies: AppAttestService.Policies, clock: TestClock) throws
+        -> AppAttestService
+    {
         let verifier = try AppAttestVerifier(
             configuration: .init(
                 apps: [Self.appID: [.production, .development]], trustAnchor: Self.authority.trustAnchor))
-        let clock = self.clock
-        service = AppAttestService(verifier: verifier, store: store, policies: policies, now: { clock.now })
+        return AppAttestService(verifier: verifier, store: store, policies: policies, now: { clock.now })
+    }
+
+    /// Another service on the same store, clock and policies, with a key cache of its own (another instance, or
+    /// this one restarted).
+    func freshService() throws -> AppAttestService {
+        try Self.service(store: store, policies: policies, clock: clock)
     }
 
     func device(counter: UInt32 = 0) throws -> SimulatedDevice {

@@ -55,7 +55,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/action`.
             public var action: Swift.String
-            /// malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
+            /// malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, keySuperseded, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/code`.
             public var code: Swift.String
@@ -66,7 +66,7 @@ extension Components {
             ///   - title:
             ///   - status:
             ///   - action: What the app should do: retry (after Retry-After), refetchChallenge (sign again with a new challenge, counter or timestamp; only a request that may run twice), reattest (discard the key and attest a new one), none (sending again cannot help). Treat an unknown action as none.
-            ///   - code: malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
+            ///   - code: malformed, unauthorized, bodyTooLarge, rateLimited, notConfigured, unknownKey, keyRevoked, keySuperseded, challengeUnknown, challengeExpired, challengeMismatch, malformedBinding, staleTimestamp, keyAlreadyRegistered, keyBoundToAnotherUser, attestationBudgetExhausted, counterReplayed, counterNotIncreasing, storeUnavailable, receiptRefreshNotConfigured, apple.*, or a verification code (certificateChain, nonceMismatch, signatureInvalid, rpIdMismatch, …)
             public init(
                 _type: Swift.String,
                 title: Swift.String,
