@@ -129,7 +129,14 @@ extension AppAttestClient {
                 // within the day's replacements.
                 guard !attempt.replacedKey, error.code == .registrationRefused, let code = error.problemCode,
                     replacesKey(code: code, action: error.action)
-                else { throw error }
+                else {
+                    // Any other refusal of the key's challenge is this request's, as a protected route's would be
+                    // (`keyRevoked`, say): not a registration's.
+                    guard error.code == .registrationRefused, let code = error.problemCode else { throw error }
+                    throw AppAttestClientError(
+                        .requestRefused, "the server's App Attest layer refused the key's challenge: \(code)",
+                        status: error.status, problemCode: code, action: error.action)
+                }
                 attempt.replacedKey = true
                 do { try await replaceKey(keyID, reason: code) } catch {
                     throw published(error)

@@ -208,8 +208,9 @@ public actor AppAttestClient {
         let current = try await storedKey()?.keyID
         if let current { emit(AppAttestClientEvent(.keyReset, keyID: current, code: "reset")) }
         challenges.removeAll()
-        // The history stays: a reset is the app's choice, but Apple's budget is the same.
-        try await saveNoKey(last: current)
+        // The history stays: a reset is the app's choice, but Apple's budget is the same. With no current key, beside
+        // the last discarded one (else the storage would be emptied, and a relaunch would forget every wait).
+        try await saveNoKey(last: current ?? discardedKeyID)
     }
 
     /// Signs `request` with an assertion of the app's key (registering it first if needed), sends it through the

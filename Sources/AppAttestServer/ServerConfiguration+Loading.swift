@@ -38,13 +38,15 @@ extension ServerConfiguration {
         }
         if let value = environment["APPATTEST_TOKENS"] {
             tokens = try value.split(separator: ",").map { (entry) throws(ServerConfigurationError) -> Token in
-                let parts = entry.split(separator: ":", maxSplits: 2)
-                guard parts.count >= 2 else {
+                // Empty parts kept: `name:token:` (a permission list left empty, say by an unset variable) is refused,
+                // never read as `name:token`, which allows everything, nor `name::verify` as the token `verify`.
+                let parts = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+                guard parts.count >= 2, !parts[0].isEmpty, !parts[1].isEmpty else {
                     throw ServerConfigurationError("APPATTEST_TOKENS entries are name:token[:permission+permission]")
                 }
                 var permissions: [Permission]?
                 if parts.count == 3 {
-                    permissions = try parts[2].split(separator: "+").map {
+                    permissions = try parts[2].split(separator: "+", omittingEmptySubsequences: false).map {
                         (name) throws(ServerConfigurationError) -> Permission in
                         guard let permission = Permission(rawValue: String(name)) else {
                             throw ServerConfigurationError(

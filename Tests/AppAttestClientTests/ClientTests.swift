@@ -293,7 +293,7 @@ struct ClientTests {
 
     @Test(
         "a key the challenge route refuses with reattest (or as revoked, when so configured) is replaced, not kept",
-        arguments: [(AppAttestServiceError.Code.unknownKey, false), (.keyRevoked, true)])
+        arguments: [(AppAttestServiceError.Code.unknownKey, false), (.keySuperseded, false), (.keyRevoked, true)])
     func challengeRouteReplacesTheKey(code: AppAttestServiceError.Code, reattestsRevoked: Bool) async throws {
         let provider = Self.provider()
         let transport = ScriptedTransport()
@@ -323,6 +323,28 @@ struct ClientTests {
         await #expect(throws: AppAttestClientError.self) { _ = try await client.data(for: request) }
         #expect(await provider.callCount("generateKey") == 3)
         #expect(transport.protectedSent() == 2)
+    }
+
+    @Test("a key the challenge route refuses as revoked is the request's refusal (requestRefused), as the docs say")
+    func challengeRouteRefusesTheKey() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        let client = client(provider, transport)
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        _ = try await client.data(for: request)
+        let keyID = try #require(await client.registeredKeyID)
+        transport.state.withLock {
+            $0.keyChallengeRefusals[keyID] = AppAttestProblem(AppAttestServiceError(.keyRevoked, "scripted"))
+        }
+        do {
+            _ = try await client.data(for: request)
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .requestRefused && error.problemCode == "keyRevoked" && error.action == "none")
+        }
+        // Kept: revoking a key stops the device until the app decides.
+        #expect(await client.registeredKeyID == keyID)
+        #expect(await provider.callCount("generateKey") == 1)
     }
 
     @Test("refusals are handled as their action says, once each: a new key, a new challenge, a later counter")
@@ -750,6 +772,13 @@ struct ClientTests {
                 #expect(abs((error.retryAfter ?? .distantPast).timeIntervalSince(clock.withLock { $0 }) - 60) < 1)
             }
         }
+        // A reset while no key is current (the refused one was discarded) keeps the history: still deferred, after a
+        // relaunch too.
+        try await first.resetKey()
+        for client in [first, client()] {
+            await #expect(throws: AppAttestClientError.self, "deferred after a reset") { try await client.register() }
+        }
+        #expect(await storage.load()?.history?.notBefore != nil)
         #expect(await provider.callCount("generateKey") == 1)
         #expect(await provider.callCount("attestKey") == 1)
         // A minute later: a new key, refused again, and a four-minute wait.

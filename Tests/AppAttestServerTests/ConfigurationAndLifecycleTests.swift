@@ -59,6 +59,8 @@ struct ConfigurationTests {
         #expect(configuration.port == 9090)
         #expect(configuration.rateLimit == .init(requestsPerSecond: 10, burst: 20))
         #expect(try configuration.verifierConfiguration()?.apps.count == 2)
+        try configuration.apply(environment: ["APPATTEST_TOKENS": "ro:0123456789abcdef0:read+verify"])
+        #expect(configuration.tokens.map(\.permissions) == [[.read, .verify]])
         try configuration.apply(environment: ["APPATTEST_RATE_LIMIT": "off"])
         #expect(configuration.rateLimit == nil)
         try configuration.apply(environment: ["APPATTEST_SQLITE_LOG_RESTART_MIB": "1024"])
@@ -66,6 +68,9 @@ struct ConfigurationTests {
 
         for bad: [String: String] in [
             ["APPATTEST_PORT": "x"], ["APPATTEST_TOKENS": "notoken"], ["APPATTEST_RATE_LIMIT": "fast"],
+            // An empty permission list (an unset variable) is not every permission, nor an empty token a permission.
+            ["APPATTEST_TOKENS": "ro:0123456789abcdef0:"], ["APPATTEST_TOKENS": "ro::0123456789abcdef0"],
+            ["APPATTEST_TOKENS": "ro:0123456789abcdef0:read+"], ["APPATTEST_TOKENS": ":0123456789abcdef0"],
         ] {
             var copy = configuration
             #expect(throws: ServerConfigurationError.self) { try copy.apply(environment: bad) }
