@@ -7,8 +7,10 @@ extension AppAttestService {
     public struct ChallengeLimits: Sendable, Hashable {
         /// Reserved for one key: a new one replaces the key's oldest beyond this.
         public var perKey: Int
-        /// Reserved for one user and no key: a new one replaces the user's oldest beyond this (those reserved for one
-        /// of the user's keys count against the key, ``perKey``).
+        /// Reserved for one user and no key, by one issuer: a new one replaces the oldest that the same issuer asked
+        /// for that user beyond this (those reserved for one of the user's keys count against the key, ``perKey``),
+        /// so that a caller who may name any user, another tenant's backend say, never evicts the challenges others
+        /// reserved for that user. What one issuer holds in all is bounded by ``perIssuer``.
         public var perUser: Int
         /// Held by one issuer (``issueChallenge(purpose:keyID:userID:issuer:appID:)``), so that one caller or address
         /// cannot take the whole ``total`` and lock everyone else out. Checked before a challenge is issued that is not

@@ -36,12 +36,13 @@ extension PostgresAppAttestStore {
         async throws(StoreError)
     {
         guard record.keyID != nil || record.userID != nil else { return try await insertChallenge(record) }
-        let key = record.keyID.map { Data($0.rawValue) }, userID = record.userID
+        let key = record.keyID.map { Data($0.rawValue) }, userID = record.userID, issuer = record.issuer
         let time = now.timeIntervalSince1970, keep = Int64(max(0, limit - 1))
         _ = try await perform { connection, logger in
             try await connection.withTransaction(logger: logger) { connection in
                 // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored. A
-                // user's are those reserved for no key: one reserved for a user's key counts against the key.
+                // user's are those reserved for no key by the same issuer: one reserved for a user's key counts against
+                // the key, one another caller (another tenant) reserved for the user against that caller.
                 if let key {
                     try await connection.query(
                         """
@@ -54,7 +55,8 @@ extension PostgresAppAttestStore {
                         """
                         DELETE FROM app_attest_challenges WHERE challenge IN (
                             SELECT challenge FROM app_attest_challenges
-                            WHERE key_id IS NULL AND user_id = \(userID) AND expires_at > \(time)
+                            WHERE key_id IS NULL AND user_id = \(userID) AND issuer IS NOT DISTINCT FROM \(issuer)
+                                AND expires_at > \(time)
                             ORDER BY expires_at DESC OFFSET \(keep))
                         """, logger: logger)
                 }

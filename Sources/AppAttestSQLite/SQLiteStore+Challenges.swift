@@ -25,13 +25,14 @@ extension SQLiteAppAttestStore {
     public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date)
         async throws(StoreError)
     {
-        // A user's own challenges are those reserved for no key: the ones reserved for one of the user's keys count
-        // against that key (and are its app's), and a caller that may reserve for the user must not evict them.
-        let owner: (condition: String, value: DatabaseValue)
+        // A user's own challenges are those reserved for no key, by the same issuer: the ones reserved for one of the
+        // user's keys count against that key (and are its app's), and a caller that may reserve for the user must not
+        // evict them, nor those another caller (another tenant) reserved for the user.
+        let owner: (condition: String, values: StatementArguments)
         if let keyID = record.keyID {
-            owner = ("key_id = ?", Data(keyID.rawValue).databaseValue)
+            owner = ("key_id = ?", [Data(keyID.rawValue)])
         } else if let userID = record.userID {
-            owner = ("key_id IS NULL AND user_id = ?", userID.databaseValue)
+            owner = ("key_id IS NULL AND user_id = ? AND issuer IS ?", [userID, record.issuer])
         } else {
             return try await insertChallenge(record)
         }
@@ -43,7 +44,7 @@ extension SQLiteAppAttestStore {
                         SELECT challenge FROM challenges WHERE \(owner.condition) AND expires_at > ?
                         ORDER BY expires_at DESC LIMIT -1 OFFSET ?)
                     """
-            ).execute(arguments: [owner.value, now.timeIntervalSince1970, max(0, limit - 1)])
+            ).execute(arguments: owner.values + [now.timeIntervalSince1970, max(0, limit - 1)])
             try Self.insert(record, db)
         }
     }

@@ -57,6 +57,8 @@ public final class AppAttestServer: Sendable {
     let postgresClient: PostgresClient?
     /// Whether the store is the configured database's (closed by ``close()``) rather than the caller's.
     private let ownsStore: Bool
+    /// The store's readiness, as `/health/ready` answers it.
+    let readiness = ReadinessProbe()
 
     /// Opens the store, checks the configuration, and loads the tokens (generating one into `tokenFile`, mode
     /// 0600, when none is configured).

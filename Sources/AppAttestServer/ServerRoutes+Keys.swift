@@ -98,13 +98,16 @@ extension AppAttestServer {
         // cannot serve, and not hold a connection while the store's own deadline runs out. A server without an App
         // ID cannot serve either.
         let deadline = Duration.nanoseconds(Int64(configuration.readinessTimeoutSeconds * 1e9))
-        do {
-            guard let service else { throw AppAttestServiceError(.storeUnavailable, "no App ID is configured") }
-            try await service.checkStore(within: deadline)
-            return Response(.json(["status": "ok", "store": "ok"]))
-        } catch {
+        let service = service
+        let ready = await readiness.isReady { () async -> Bool in
+            guard let service else { return false }
+            do { try await service.checkStore(within: deadline) } catch { return false }
+            return true
+        }
+        guard ready else {
             return Response(.json(["status": "unavailable", "store": "unavailable"], status: .serviceUnavailable))
         }
+        return Response(.json(["status": "ok", "store": "ok"]))
     }
 
     static let unknownKey = AppAttestProblem(

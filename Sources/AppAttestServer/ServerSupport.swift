@@ -6,6 +6,48 @@ import Synchronization
 import Metrics
 public import Prometheus
 
+/// The store's readiness for `/health/ready`, which has no caller to rate-limit (load balancers probe it without a
+/// token): the probes that arrive together share one check of the store, and its answer serves those of the next
+/// ``freshness``. However many probes arrive, the store is asked about once a second, rather than once a probe,
+/// which a flood of probes would turn into store connections taken from the verifications.
+final class ReadinessProbe: Sendable {
+    /// How long a check's answer serves later probes.
+    static let freshness = Duration.seconds(1)
+
+    private struct State {
+        var last: (time: ContinuousClock.Instant, ready: Bool)?
+        var running: Task<Bool, Never>?
+    }
+    private let state = Mutex(State())
+
+    /// The last answer while it is fresh, else the answer of the check in progress, else of a new one.
+    func isReady(_ check: @escaping @Sendable () async -> Bool) async -> Bool {
+        enum Step {
+            case answer(Bool), wait(Task<Bool, Never>)
+        }
+        let step = state.withLock { state -> Step in
+            if let last = state.last, ContinuousClock.now - last.time < Self.freshness { return .answer(last.ready) }
+            if let running = state.running { return .wait(running) }
+            // A task of its own: a probe that goes away does not cancel the others' check.
+            let running = Task { await check() }
+            state.running = running
+            return .wait(running)
+        }
+        switch step {
+        case .answer(let ready): return ready
+        case .wait(let running):
+            let ready = await running.value
+            state.withLock { state in
+                if state.running == running {
+                    state.running = nil
+                    state.last = (ContinuousClock.now, ready)
+                }
+            }
+            return ready
+        }
+    }
+}
+
 /// A caller: the name of its token, what it may do, and which App IDs' keys it may see (nil: all).
 struct Caller: Sendable {
     let name: String

@@ -22,7 +22,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
         if let keyID = record.keyID {
             sameOwner = { $0.keyID == keyID }
         } else if let userID = record.userID {
-            sameOwner = { $0.keyID == nil && $0.userID == userID }
+            sameOwner = { $0.keyID == nil && $0.userID == userID && $0.issuer == record.issuer }
         } else {
             return try insertChallenge(record)
         }

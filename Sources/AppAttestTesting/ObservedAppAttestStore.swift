@@ -13,17 +13,21 @@ package struct ObservedAppAttestStore: AppAttestStore {
     package let aroundKeyRead: @Sendable ([KeyID]?) async -> Void
     /// Called at `close()`, after `inner` is closed.
     package let didClose: @Sendable () async -> Void
+    /// Called with the keyId of each `key(_:)` before `inner` reads it.
+    package let willReadKey: @Sendable (KeyID) async -> Void
 
     package init(
         _ inner: any AppAttestStore,
         willAcceptBatch: @escaping @Sendable ([AssertionAcceptance]) async -> Void = { _ in },
         aroundKeyRead: @escaping @Sendable ([KeyID]?) async -> Void = { _ in },
-        didClose: @escaping @Sendable () async -> Void = {}
+        didClose: @escaping @Sendable () async -> Void = {},
+        willReadKey: @escaping @Sendable (KeyID) async -> Void = { _ in }
     ) {
         self.inner = inner
         self.willAcceptBatch = willAcceptBatch
         self.aroundKeyRead = aroundKeyRead
         self.didClose = didClose
+        self.willReadKey = willReadKey
     }
 
     package func acceptAssertions(_ batch: [AssertionAcceptance]) async throws(StoreError)
@@ -60,7 +64,10 @@ package struct ObservedAppAttestStore: AppAttestStore {
     package func insertKey(_ record: KeyRecord, maximumKeysPerUser: Int?) async throws(StoreError) -> KeyInsertion {
         try await inner.insertKey(record, maximumKeysPerUser: maximumKeysPerUser)
     }
-    package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? { try await inner.key(keyID) }
+    package func key(_ keyID: KeyID) async throws(StoreError) -> KeyRecord? {
+        await willReadKey(keyID)
+        return try await inner.key(keyID)
+    }
     package func keys(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord] {
         await aroundKeyRead(keyIDs)
         do {

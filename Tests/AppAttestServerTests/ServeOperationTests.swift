@@ -11,6 +11,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -38,6 +39,39 @@ struct ServeOperationTests {
                 }
             }
         }
+        await server.close()
+    }
+
+    @Test("a flood of readiness probes (no token, no rate limit) asks the store about once a second, not once a probe")
+    func probesShareOneCheck() async throws {
+        let directory = try F.directory()
+        let configuration = try F.configuration(directory: directory)
+        let checks = Atomic<Int>(0)
+        let store = ObservedAppAttestStore(
+            MemoryAppAttestStore(),
+            willReadKey: { keyID in
+                if keyID == .unassigned {
+                    checks.add(1, ordering: .relaxed)
+                    // A store that takes a while, so that probes arrive while a check runs.
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            })
+        let server = try await AppAttestServer.open(configuration: configuration, store: store)
+        let started = ContinuousClock.now
+        try await server.makeApplication().test(.router) { client in
+            try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<400 {
+                    group.addTask {
+                        try await client.execute(uri: index % 2 == 0 ? "/health/ready" : "/health", method: .get)
+                            .status
+                    }
+                }
+                for try await status in group { #expect(status == .ok) }
+            }
+        }
+        let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+        #expect(checks.load(ordering: .relaxed) >= 1)
+        #expect(Double(checks.load(ordering: .relaxed)) <= seconds + 1, "\(checks.load(ordering: .relaxed)) checks")
         await server.close()
     }
 

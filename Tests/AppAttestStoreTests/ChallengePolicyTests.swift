@@ -190,6 +190,36 @@ struct ChallengePolicyTests {
         #expect(accepted.record.key.counter == 1)
     }
 
+    @Test(
+        "challenges one issuer reserves for a user are not evicted by another issuer's for that user; its own are",
+        arguments: Backend.available)
+    func userChallengesPerIssuer(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let user = "user-\(UUID())"
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store,
+            challengeLimits: .init(perKey: 4, perUser: 3, total: 1_000_000))
+        let assertion = AppAttestService.Purpose.assertion
+        // Tenant B's backend reserves one for its user; tenant A's token, which may name any user, asks for many more
+        // for the same user.
+        let mine = try await service.issueChallenge(purpose: assertion, userID: user, issuer: "caller:b").challenge
+        var others: [[UInt8]] = []
+        for _ in 0..<5 {
+            others.append(
+                try await service.issueChallenge(purpose: assertion, userID: user, issuer: "caller:a").challenge)
+        }
+        #expect(try await harness.store.challenge(mine) != nil, "another issuer's challenges evicted B's")
+        // A's own stay bounded by the user's limit: its oldest went.
+        var kept = 0
+        for challenge in others where try await harness.store.challenge(challenge) != nil { kept += 1 }
+        #expect(kept == 3)
+        #expect(try await harness.store.challenge(others[0]) == nil)
+        #expect(
+            try await harness.store.consumeChallenge(mine, purpose: assertion, keyID: nil, userID: user) != nil,
+            "B's challenge is still usable")
+    }
+
     @Test("the service's background work deletes expired challenges by itself", arguments: Backend.available)
     func purger(_ backend: Backend) async throws {
         let harness = try await Harness(backend, start: Date(timeIntervalSince1970: 1_200_000_000))
