@@ -11,13 +11,16 @@ public struct AttestedDevice: Sendable, Hashable, Codable {
     public let counter: UInt32
     /// The risk metric of the key's latest receipt, if known.
     public let riskMetric: Int?
+    /// The App ID the key was attested for (nil only for a device made without one).
+    public let appID: AppID?
 
     /// A verified device.
-    public init(keyID: KeyID, userID: String?, counter: UInt32, riskMetric: Int?) {
+    public init(keyID: KeyID, userID: String?, counter: UInt32, riskMetric: Int?, appID: AppID? = nil) {
         self.keyID = keyID
         self.userID = userID
         self.counter = counter
         self.riskMetric = riskMetric
+        self.appID = appID
     }
 }
 #endif  // HTTP

@@ -185,7 +185,7 @@ public struct AppAttestHTTPOperations: Sendable {
         return AppAttestAuthentication(
             device: AttestedDevice(
                 keyID: input.keyID, userID: authenticated.record.userID, counter: authenticated.assertion.counter,
-                riskMetric: authenticated.record.riskMetric),
+                riskMetric: authenticated.record.riskMetric, appID: authenticated.record.key.appID),
             responseHeaderFields: response)
     }
 
@@ -223,15 +223,21 @@ public struct AppAttestHTTPOperations: Sendable {
     ///   - body: the request body, collected once.
     ///   - freshness: how the request proves it is fresh.
     ///   - now: the server's clock, for timestamps.
-    ///   - appIDs: the App IDs whose apps call the guarded routes; nil for every App ID the service accepts.
+    ///   - appIDs: the App IDs whose apps call the guarded routes: a request signed by a key of another App ID is
+    ///     refused (``AppAttestProblem/appIdNotAllowed``); nil for every App ID the service accepts.
     ///   - logger: where a reported refusal is logged.
     /// - Throws: the refusal as a problem, when enforced.
     public func admit(
         _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
         now: Date = Date(), guarding appIDs: Set<AppID>? = nil, logger: Logger = AppAttestHTTPOperations.silent
     ) async throws(AppAttestProblem) -> AppAttestAdmission {
-        do {
-            return .verified(try await authenticate(request, body: body, freshness: freshness, now: now))
+        do throws(AppAttestProblem) {
+            let authentication = try await authenticate(request, body: body, freshness: freshness, now: now)
+            // A key of an App ID the routes do not serve (the service accepts several) is not theirs to admit.
+            if let appIDs, let appID = authentication.device.appID, !appIDs.contains(appID) {
+                throw AppAttestProblem.appIdNotAllowed
+            }
+            return .verified(authentication)
         } catch {
             let keyID = request.headerFields[AppAttestHTTPHeaders.keyID].flatMap { try? KeyID(base64Encoded: $0) }
             return .reported(try report(error, keyID: keyID, guarding: appIDs, logger: logger))

@@ -69,6 +69,11 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
     public static let missingAssertion = AppAttestProblem(
         status: .unauthorized, code: "missingAssertion", title: "App Attest headers are missing")
 
+    /// 403 `appIdNotAllowed`: a request signed by a key of an App ID that the routes do not serve (the service
+    /// accepts it, for other routes).
+    public static let appIdNotAllowed = AppAttestProblem(
+        status: .forbidden, code: "appIdNotAllowed", title: "The key's App ID is not one these routes serve")
+
     /// 401 `staleTimestamp`: a timestamped request outside the freshness window of the server's clock (sign again
     /// with the time of the answer's `Date`).
     public static let staleTimestamp = AppAttestProblem(

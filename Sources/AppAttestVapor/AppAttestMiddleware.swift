@@ -40,16 +40,18 @@ public struct AppAttestMiddleware: AsyncMiddleware {
     public let refusals: Refusals
     /// How the guarded requests prove they are fresh.
     public let freshness: AppAttestFreshness
-    /// The App IDs whose apps call the guarded routes (nil: every App ID the service accepts): refusals are let
-    /// through unverified only when every one of them is in report mode.
+    /// The App IDs whose apps call the guarded routes (nil: every App ID the service accepts): a request signed by a
+    /// key of another App ID is refused (403 `appIdNotAllowed`), and refusals are let through unverified only when
+    /// every one of them is in report mode.
     public let appIDs: Set<AppID>?
 
     /// - Parameters:
     ///   - rateLimiter: limits assertions per key (429 beyond it).
     ///   - refusals: errors thrown to the error middleware (the default), or problem documents answered here.
     ///   - freshness: a one-time challenge per request (the default), the next one in each response, or a timestamp.
-    ///   - appIDs: the App IDs whose apps call the guarded routes, for report-only enforcement
-    ///     (`AppAttestService.enforcement(guarding:)`); nil for every App ID the service accepts.
+    ///   - appIDs: the App IDs whose apps call the guarded routes: a key of another App ID is refused, and they
+    ///     decide report-only enforcement (`AppAttestService.enforcement(guarding:)`); nil for every App ID the
+    ///     service accepts.
     public init(
         service: AppAttestService, maximumBodySize: Int = AppAttestHTTPLimits.defaultMaximumProtectedBodySize,
         rateLimiter: AppAttestRateLimiter? = nil, refusals: Refusals = .thrown,

@@ -63,7 +63,9 @@ struct ReportModeTests {
         }
     }
 
-    @Test("a route is reported only when every App ID it serves reports: a keyId cannot choose the lenient policy")
+    @Test(
+        "a route is reported only when every App ID it serves reports: a keyId cannot choose the lenient policy; a key of an App ID a route does not serve is refused"
+    )
     func perAppID() async throws {
         let other = try AppID("OTHER12345.com.example.other")
         let service = AppAttestService(
@@ -84,10 +86,28 @@ struct ReportModeTests {
                 return "unverified \(AppAttestReport.current?.problem.code ?? "-")"
             }
         }
+        // A route of the other app alone (enforced): a key of the first is not its to admit, however valid.
+        router.group("other").add(
+            middleware: AppAttestMiddleware(service: service, maximumBodySize: 4096, appIDs: [other])
+        )
+        .post("order") { _, context in "verified \(context.identity?.appID?.description ?? "-")" }
         let device = try SimulatedDevice(authority: M.authority, appID: M.appID)
+        let otherDevice = try SimulatedDevice(authority: M.authority, appID: other)
         let tests = M()
         try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
+            try await tests.register(client, otherDevice)
+            for (signer, status, body) in [
+                (device, HTTPResponse.Status.forbidden, ""), (otherDevice, .ok, "verified \(other)"),
+            ] {
+                let challenge = try await tests.challenge(client, purpose: "assertion", keyID: signer.keyID)
+                let headers = try tests.signed(signer, path: "/other/order", body: "", challenge: challenge)
+                try await client.execute(uri: "/other/order", method: .post, headers: headers) { response in
+                    #expect(response.status == status)
+                    if status == .ok { #expect(String(buffer: response.body) == body) }
+                    if status != .ok { #expect(tests.code(response) == "appIdNotAllowed") }
+                }
+            }
             for path in ["/both/order", "/reporting/order"] {
                 let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
                 let headers = try tests.signed(device, path: path, body: "", challenge: challenge)
