@@ -331,9 +331,14 @@ struct ReceiptRefresher: AppAttestReceiptRefresher {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
     init(_ apple: ServerConfiguration.Apple, validator: AppAttestReceiptValidator, logger: Logger) throws {
-        guard let pem = FileManager.default.contents(atPath: apple.privateKeyFile), pem.count <= 16 * 1024,
-            let text = String(data: pem, encoding: .utf8)
-        else { throw ServerConfigurationError("cannot read the Apple private key \(apple.privateKeyFile)") }
+        // The team's signing key: held to the configuration file's rules (this user's, not a link, chmod 600).
+        let pem: [UInt8]?
+        do { pem = try SecretFile.read(apple.privateKeyFile, limit: 16 * 1024) } catch {
+            throw ServerConfigurationError("the Apple private key \(error.description)")
+        }
+        guard let pem, let text = String(bytes: pem, encoding: .utf8) else {
+            throw ServerConfigurationError("cannot read the Apple private key \(apple.privateKeyFile)")
+        }
         let tokens = ProviderTokenSource(
             credentials: try ProviderCredentials(
                 teamID: apple.teamId, keyID: apple.keyId, p8: text))

@@ -161,9 +161,13 @@ extension ServerConfiguration {
 
     /// The DER of the first certificate in a PEM (or DER) file.
     static func pem(_ path: String) throws(ServerConfigurationError) -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path), data.count <= 64 * 1024 else {
-            throw ServerConfigurationError("cannot read the certificate \(path)")
+        // A root that others could replace would let them forge attestations: see SecretFile.readProtected.
+        let bytes: [UInt8]?
+        do { bytes = try SecretFile.readProtected(path, limit: 64 * 1024) } catch {
+            throw ServerConfigurationError("the certificate \(error.description)")
         }
+        guard let bytes else { throw ServerConfigurationError("cannot read the certificate \(path)") }
+        let data = Data(bytes)
         guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") else {
             return Array(data)
         }

@@ -120,7 +120,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public struct Apple: Sendable, Codable, Hashable {
         public var teamId: String
         public var keyId: String
-        /// Path of the `.p8` file.
+        /// Path of the `.p8` file: held to the configuration file's rules (this user's, not a symbolic link, neither
+        /// readable nor writable by others: `chmod 600`).
         public var privateKeyFile: String
         /// Another base URL than Apple's (a stand-in, for tests).
         public var endpoint: String?

@@ -87,7 +87,37 @@ package enum SecretFile {
         guard info.st_mode & 0o077 == 0 else {
             throw Refusal(description: "\(path) is readable or writable by others: chmod 600 it, or remove it")
         }
-        guard info.st_size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
+        return try readAll(descriptor, path, size: Int(info.st_size), limit: limit)
+    }
+
+    /// The bytes of an existing file whose integrity matters but not its secrecy (a trust anchor), or nil when there is
+    /// none: a regular file (a link is followed, as certificate directories use them), owned by this process's user or
+    /// root, and writable by neither its group nor others, so that nobody else could have put a root of their own
+    /// there; at most `limit` bytes (a device or a FIFO named instead is refused, never read without end).
+    package static func readProtected(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw Refusal(description: "cannot read \(path): \(errorText())")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Refusal(description: "\(path) is not a regular file: refusing to use it")
+        }
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw Refusal(description: "\(path) belongs to another user: refusing to use it")
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            throw Refusal(description: "\(path) is writable by others: chmod go-w it, or remove it")
+        }
+        return try readAll(descriptor, path, size: Int(info.st_size), limit: limit)
+    }
+
+    /// At most `limit` bytes of an open file, refused beyond.
+    private static func readAll(_ descriptor: Int32, _ path: String, size: Int, limit: Int) throws(Refusal) -> [UInt8] {
+        guard size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
         var bytes = [UInt8](repeating: 0, count: limit + 1)
         var total = 0
         while total <= limit {

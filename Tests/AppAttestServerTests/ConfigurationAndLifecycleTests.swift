@@ -107,6 +107,7 @@ struct ServerLifecycleTests {
         let receipts = try TestReceiptAuthority()
         let providerKey = P256.Signing.PrivateKey()
         try providerKey.pemRepresentation.write(toFile: "\(directory)/key.p8", atomically: true, encoding: .utf8)
+        chmod("\(directory)/key.p8", 0o600)
         let standIn = AppleServerStandIn(
             keys: [.init(teamID: "SERVE12345", keyID: "KEY1234567", publicKey: providerKey.publicKey)],
             receiptAuthority: receipts)

@@ -1,5 +1,6 @@
 #if Service
 import AppAttestServer
+import Crypto
 import Foundation
 import Testing
 
@@ -34,6 +35,46 @@ struct PlantedFileTests {
         symlink(path, link)
         #expect(throws: ServerConfigurationError.self) { _ = try ServerConfiguration.load(file: link) }
         #expect(throws: ServerConfigurationError.self) { _ = try ServerConfiguration.load(file: "\(directory)/none") }
+    }
+
+    @Test(
+        "a trust anchor others can write, a device or a FIFO in its place, is refused; the Apple key as the configuration"
+    )
+    func namedFiles() async throws {
+        let directory = try F.directory()
+        var configuration = try F.configuration(directory: directory)
+        let root = try #require(configuration.testingRootCertificate)
+        chmod(root, 0o644)
+        #expect(try configuration.verifierConfiguration() != nil)
+        for mode: mode_t in [0o666, 0o646, 0o664] {
+            chmod(root, mode)
+            #expect(throws: ServerConfigurationError.self, "mode \(String(mode, radix: 8))") {
+                _ = try configuration.verifierConfiguration()
+            }
+        }
+        // Neither read without end (/dev/zero) nor waited on (a FIFO with no writer).
+        let fifo = "\(directory)/root.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for path in ["/dev/zero", fifo] {
+            configuration.testingRootCertificate = path
+            #expect(throws: ServerConfigurationError.self, "\(path)") { _ = try configuration.verifierConfiguration() }
+        }
+        configuration.testingRootCertificate = root
+        chmod(root, 0o644)
+        // The team's key that signs Apple's requests: this user's, not readable by others.
+        let key = "\(directory)/key.p8"
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: key, atomically: true, encoding: .utf8)
+        configuration.apple = .init(teamId: "SERVE12345", keyId: "KEY1234567", privateKeyFile: key)
+        for mode: mode_t in [0o644, 0o640, 0o604] {
+            chmod(key, mode)
+            await #expect(throws: ServerConfigurationError.self, "mode \(String(mode, radix: 8))") {
+                let server = try await AppAttestServer.open(configuration: configuration)
+                await server.close()
+            }
+        }
+        chmod(key, 0o600)
+        let server = try await AppAttestServer.open(configuration: configuration)
+        await server.close()
     }
 
     @Test(
