@@ -12,12 +12,29 @@ extension AppAttestClient {
     /// The current key (nil when there is none, or it was discarded), loading it and the history the first time.
     func storedKey() async throws(AppAttestClientError) -> AppAttestStoredKey? {
         if !loaded {
+            // One load for the calls that arrive together: each of its own would apply what it read when it resumed,
+            // after another call had perhaps replaced the key and saved that, and bring the replaced key back.
+            let load: Task<AppAttestStoredKey?, any Error>
+            if let loading {
+                load = loading
+            } else {
+                let storage = keyStorage
+                load = Task { try await storage.load() }
+                loading = load
+            }
             let record: AppAttestStoredKey?
-            do { record = try await keyStorage.load() } catch { throw AppAttestClientError(.storage, "\(error)") }
-            history = record?.history ?? AppAttestStoredKey.History()
-            key = record?.discarded == true ? nil : record
-            discardedKeyID = record?.discarded == true ? record?.keyID : nil
-            loaded = true
+            do { record = try await load.value } catch {
+                if loading == load { loading = nil }
+                throw AppAttestClientError(.storage, "\(error)")
+            }
+            // Applied once, by the first call to resume; the others find it applied (and what followed, kept).
+            if !loaded {
+                history = record?.history ?? AppAttestStoredKey.History()
+                key = record?.discarded == true ? nil : record
+                discardedKeyID = record?.discarded == true ? record?.keyID : nil
+                loaded = true
+                loading = nil
+            }
         }
         return key
     }

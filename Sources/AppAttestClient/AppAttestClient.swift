@@ -49,6 +49,8 @@ public actor AppAttestClient {
 
     var key: AppAttestStoredKey?
     var loaded = false
+    /// The first load of the storage, shared by the calls that arrive while it runs.
+    var loading: Task<AppAttestStoredKey?, any Error>?
     var registration: Task<AppAttestStoredKey, any Error>?
     /// Callers waiting for the registration of a key generation.
     var registrationWaiters:

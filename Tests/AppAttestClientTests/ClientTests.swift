@@ -725,6 +725,49 @@ struct ClientTests {
         #expect(await client.registeredKeyID == keyID)
     }
 
+    /// A storage whose loads take a while, counted.
+    actor SlowStorage: AppAttestKeyStorage {
+        let inner: MemoryKeyStorage
+        private(set) var loads = 0
+        init(_ inner: MemoryKeyStorage) { self.inner = inner }
+        func load() async throws -> AppAttestStoredKey? {
+            loads += 1
+            try await Task.sleep(for: .milliseconds(100))
+            return await inner.load()
+        }
+        func save(_ key: AppAttestStoredKey) async throws { await inner.save(key) }
+        func remove() async throws { await inner.remove() }
+    }
+
+    @Test("requests at launch share one load of the storage: none applies a late read over what another did since")
+    func oneLoadAtLaunch() async throws {
+        let provider = Self.provider()
+        let transport = ScriptedTransport()
+        let memory = MemoryKeyStorage()
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        _ = try await AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: provider,
+            keyStorage: memory, transport: transport
+        ).data(for: request)
+        let registered = try #require(await memory.load()?.keyID)
+        // A relaunch after a restore: the stored key is gone from the device. Two requests at once.
+        await provider.loseKeys()
+        let storage = SlowStorage(memory)
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: Self.base), keyProvider: provider,
+            keyStorage: storage, transport: transport)
+        async let first = client.data(for: request)
+        async let second = client.data(for: request)
+        #expect(try await first.1.statusCode == 200)
+        #expect(try await second.1.statusCode == 200)
+        #expect(await storage.loads == 1)
+        // One new key, attested once, and stored.
+        #expect(await provider.callCount("attestKey") == 2)
+        let stored = try #require(await memory.load())
+        let current = await client.registeredKeyID
+        #expect(stored.keyID != registered && stored.keyID == current)
+    }
+
     @Test("resetKey cancels a registration in flight: what it finishes afterwards is not saved")
     func resetDuringRegistration() async throws {
         let provider = GatedProvider(Self.provider())
