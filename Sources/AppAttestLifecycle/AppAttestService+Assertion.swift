@@ -122,9 +122,9 @@ extension AppAttestService {
             // signatures are checked or the store is asked (a revocation is never undone).
             var revoked = entry.record
             revoked.revokedAt = now()
-            let superseded = try await isSuperseded(keyID)
-            keyCache.insert(revoked, superseded: superseded)
-            throw Self.revocation(keyID, superseded: superseded)
+            let superseded = await isSuperseded(keyID)
+            if let superseded { keyCache.insert(revoked, superseded: superseded) }
+            throw Self.revocation(keyID, superseded: superseded ?? false)
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
             // A key read without its counter (a cache miss on SQLite) was verified against none: the answer is the

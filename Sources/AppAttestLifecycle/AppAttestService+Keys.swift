@@ -44,7 +44,9 @@ extension AppAttestService {
     /// - Parameters:
     ///   - keyID: the key.
     ///   - reason: why, for the key's events (at most `KeyEvent.maximumDetailLength` bytes are kept).
-    /// - Returns: whether the key was active (false: it was already revoked).
+    /// - Returns: whether the key was active (false: it was already revoked). A key that a newer key of its user
+    ///   superseded (``AppAttestServiceError/Code/keySuperseded``, which asks its device to register again) is then
+    ///   revoked by this decision, with its own event: it is refused `keyRevoked` from then on.
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `storeUnavailable`.
     @discardableResult
     public func revokeKey(_ keyID: KeyID, reason: String? = nil) async throws(AppAttestServiceError) -> Bool {
@@ -54,7 +56,17 @@ extension AppAttestService {
         let revoked = try await run { () async throws(StoreError) -> Bool in
             try await store.revokeKey(keyID, at: time, reason: reason)
         }
-        if revoked { FleetMetrics.keyEvent(.revoked, metricsFactory) }
+        if revoked {
+            FleetMetrics.keyEvent(.revoked, metricsFactory)
+        } else if await isSuperseded(keyID) == true {
+            // The owner's decision outranks the limit's: the latest revocation event is what the refusal says.
+            try await run { () async throws(StoreError) in
+                try await store.appendKeyEvent(KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason))
+            }
+            FleetMetrics.keyEvent(.revoked, metricsFactory)
+        }
+        // Again, for a refusal cached meanwhile with the earlier reason.
+        keyCache.remove(keyID)
         return revoked
     }
 
@@ -73,13 +85,15 @@ extension AppAttestService {
     }
 
     /// Refreshes a key's receipt at Apple and stores a new one (<doc:RunningTheVerificationService>).
-    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `receiptRefreshFailed` (Apple's or the
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `receiptRefreshFailed` (Apple's or the
     ///   refresher's error in ``AppAttestServiceError/underlying``), `storeUnavailable`.
     public func refreshReceipt(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
         async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
     {
         let record = try await key(keyID)
-        guard record.revokedAt == nil else { throw AppAttestServiceError(.keyRevoked, "key \(keyID) was revoked") }
+        guard record.revokedAt == nil else {
+            throw Self.revocation(keyID, superseded: await isSuperseded(keyID) ?? false)
+        }
         let outcome: AppAttestReceiptRefresh
         do { outcome = try await refresher.refreshReceipt(for: record) } catch {
             throw AppAttestServiceError(.receiptRefreshFailed, "\(error)", underlying: error)

@@ -53,7 +53,8 @@ public struct AppAttestService: Sendable {
     ///   - keyCacheLimits: how many parsed keys are kept in memory, and for how long.
     ///   - policies: each App ID's enforcement, attestation budget and keys per user (replaceable later with
     ///     ``replacePolicies(_:)``).
-    ///   - eventRetention: how long a key's events are kept, in seconds (90 days by default).
+    ///   - eventRetention: how long a key's events are kept, in seconds (90 days by default); its revocations are
+    ///     kept while the store keeps the key (they say why it is refused).
     ///   - metricsFactory: where the lifecycle's metrics go (key events, budget refusals, reported refusals); nil for
     ///     the backend the process bootstrapped with `MetricsSystem.bootstrap`, if any.
     ///   - tracer: where a span for each attestation and assertion goes, with a child span per step (decode, chain,
@@ -219,19 +220,23 @@ public struct AppAttestService: Sendable {
         guard record.revokedAt == nil else {
             // Remembered as revoked for the cache's age, with why, so that the key's next requests are refused
             // without a read (a revocation is never undone).
-            let superseded = try await isSuperseded(keyID)
-            keyCache.insert(record, superseded: superseded)
-            throw Self.revocation(keyID, superseded: superseded)
+            let superseded = await isSuperseded(keyID)
+            if let superseded { keyCache.insert(record, superseded: superseded) }
+            throw Self.revocation(keyID, superseded: superseded ?? false)
         }
         return keyCache.insert(record, countersRead: readingRevocation || keyReads.readsCounters)
     }
 
     /// Whether a revoked key's last revocation was a newer key of its user beyond
-    /// ``AppPolicy/maximumKeysPerUser`` (its events say; false once they are purged).
-    func isSuperseded(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
-        let events = try await run { () async throws(StoreError) -> [KeyEvent] in
-            try await store.keyEvents(keyID, limit: 8)
-        }
+    /// ``AppPolicy/maximumKeysPerUser`` (its events say: the retention purge keeps revocations); nil when they
+    /// cannot be read (the refusal is then the stricter one, and not remembered).
+    func isSuperseded(_ keyID: KeyID) async -> Bool? {
+        // A revoked key gets few events after its revocation (its requests are refused before any is written).
+        guard
+            let events = try? await run({ () async throws(StoreError) -> [KeyEvent] in
+                try await store.keyEvents(keyID, limit: 16)
+            })
+        else { return nil }
         return events.last(where: { $0.kind == .revoked || $0.kind == .superseded })?.kind == .superseded
     }
 

@@ -28,7 +28,7 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// The key was revoked because its user registered more keys than
         /// ``AppAttestService/AppPolicy/maximumKeysPerUser`` allows and it was the oldest: the device is genuine,
         /// and registering a new key is the answer (problem action `reattest`), where a ``keyRevoked`` key stays
-        /// refused. Told apart by the key's events (``KeyEvent/Kind/superseded``), so once they are purged
+        /// refused. Told apart by the key's events (`KeyEvent.Kind.superseded`), so once they are purged
         /// (``AppAttestService/eventRetention``) such a key is answered ``keyRevoked``.
         public static let keySuperseded = Code("keySuperseded")
         /// Another request with this counter (or a higher one) was accepted first.

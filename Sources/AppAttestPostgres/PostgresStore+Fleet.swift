@@ -50,7 +50,8 @@ extension PostgresAppAttestStore {
                     """
                     WITH deleted AS (
                         DELETE FROM app_attest_key_events WHERE id IN (
-                            SELECT id FROM app_attest_key_events WHERE time < \(seconds) LIMIT \(batch))
+                            SELECT id FROM app_attest_key_events
+                            WHERE time < \(seconds) AND \(unescaped: KeyEvent.Kind.purgeableCondition) LIMIT \(batch))
                         RETURNING 1)
                     SELECT count(*) FROM deleted
                     """, logger: logger

@@ -123,6 +123,13 @@ extension PostgresAppAttestStore {
                 try await connection.query(
                     "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
                     logger: logger)
+                // The retention purge keeps each key's revocations (why it is refused): an index of the rest, so that
+                // a purge never scans the revocations it keeps.
+                try await connection.query(
+                    """
+                    CREATE INDEX IF NOT EXISTS app_attest_key_events_purgeable ON app_attest_key_events (time)
+                        WHERE \(unescaped: KeyEvent.Kind.purgeableCondition)
+                    """, logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS app_attest_token_buckets (

@@ -254,7 +254,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
 
     /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column, 3 the challenges' `issuer`,
     /// 4 the keys' events and the token buckets.
-    static let schemaVersion = 4
+    static let schemaVersion = 5
 
     // MARK: Helpers
 

@@ -38,7 +38,10 @@ extension SQLiteAppAttestStore {
         while true {
             let deleted = try await write { db in
                 try db.execute(
-                    sql: "DELETE FROM key_events WHERE id IN (SELECT id FROM key_events WHERE time < ? LIMIT ?)",
+                    sql: """
+                        DELETE FROM key_events WHERE id IN (
+                            SELECT id FROM key_events WHERE time < ? AND \(KeyEvent.Kind.purgeableCondition) LIMIT ?)
+                        """,
                     arguments: [time.timeIntervalSince1970, max(1, limit)])
                 return db.changesCount
             }

@@ -234,6 +234,15 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                             receipt_updated_at)
                     """)
         }
+        migrator.registerMigration("v8") { db in
+            // The retention purge keeps each key's revocations (why it is refused): an index of the rest, so that a
+            // purge never scans the revocations it keeps.
+            try db.execute(
+                sql: """
+                    CREATE INDEX IF NOT EXISTS key_events_purgeable ON key_events(time)
+                        WHERE \(KeyEvent.Kind.purgeableCondition)
+                    """)
+        }
         return migrator
     }
 

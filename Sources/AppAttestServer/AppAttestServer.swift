@@ -331,10 +331,10 @@ struct ReceiptRefresher: AppAttestReceiptRefresher {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
     init(_ apple: ServerConfiguration.Apple, validator: AppAttestReceiptValidator, logger: Logger) throws {
-        // The team's signing key: held to the configuration file's rules (this user's, not a link, chmod 600).
+        // The team's signing key: this user's or root's, readable by nobody else but its group (SecretFile).
         let pem: [UInt8]?
-        do { pem = try SecretFile.read(apple.privateKeyFile, limit: 16 * 1024) } catch {
-            throw ServerConfigurationError("the Apple private key \(error.description)")
+        do { pem = try SecretFile.readPrivateKey(apple.privateKeyFile, limit: 16 * 1024) } catch {
+            throw ServerConfigurationError("apple.privateKeyFile: \(error.description)")
         }
         guard let pem, let text = String(bytes: pem, encoding: .utf8) else {
             throw ServerConfigurationError("cannot read the Apple private key \(apple.privateKeyFile)")

@@ -164,7 +164,7 @@ extension ServerConfiguration {
         // A root that others could replace would let them forge attestations: see SecretFile.readProtected.
         let bytes: [UInt8]?
         do { bytes = try SecretFile.readProtected(path, limit: 64 * 1024) } catch {
-            throw ServerConfigurationError("the certificate \(error.description)")
+            throw ServerConfigurationError("a root certificate to trust: \(error.description)")
         }
         guard let bytes else { throw ServerConfigurationError("cannot read the certificate \(path)") }
         let data = Data(bytes)

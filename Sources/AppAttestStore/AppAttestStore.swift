@@ -88,7 +88,8 @@ public protocol AppAttestStore: Sendable {
     func keyEvents(_ keyID: KeyID, limit: Int) async throws(StoreError) -> [KeyEvent]
 
     /// Deletes the events that happened before `time` (the audit trail's retention), in batches of at most `limit`
-    /// each a transaction of its own, until none is left; returns how many.
+    /// each a transaction of its own, until none is left; returns how many. A key's revocations (``KeyEvent/Kind/revoked``,
+    /// ``KeyEvent/Kind/superseded``) are kept: they say why the key is refused.
     func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int
 
     /// Takes one token from the bucket `name`, which refills at `rate` tokens per second up to `burst`, atomically

@@ -30,6 +30,12 @@ public struct KeyEvent: Sendable, Hashable {
         /// An assertion of the key was refused because its environment is no longer allowed for its App ID;
         /// ``KeyEvent/detail`` is the environment.
         public static let environmentNotAllowed = Kind(rawValue: "environmentNotAllowed")
+
+        /// What the retention purge keeps: a key's revocations, which say why it is refused (revoked by its owner, or
+        /// superseded, whose device registers again), at most a few per key.
+        package static let keptByPurge: Set<Kind> = [.revoked, .superseded]
+        /// The SQL condition of the events the purge may delete (the stores' partial indexes on `time` use it too).
+        package static let purgeableCondition = "kind NOT IN ('revoked', 'superseded')"
     }
 
     /// The key it happened to.

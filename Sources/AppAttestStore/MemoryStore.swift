@@ -149,7 +149,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
     public func purgeKeyEvents(before time: Date, batchSize limit: Int) throws(StoreError) -> Int {
         var purged = 0
         for (keyID, list) in events {
-            let kept = list.filter { $0.time >= time }
+            let kept = list.filter { $0.time >= time || KeyEvent.Kind.keptByPurge.contains($0.kind) }
             purged += list.count - kept.count
             events[keyID] = kept.isEmpty ? nil : kept
         }

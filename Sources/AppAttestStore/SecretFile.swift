@@ -71,33 +71,44 @@ package enum SecretFile {
     /// The checks are made on the opened descriptor (`fstat`), never on the path before opening it, so that a file
     /// swapped in between the check and the read cannot be read in its place.
     package static func read(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
-        // O_NONBLOCK: a FIFO planted at the path must not block the open; O_NOFOLLOW: a symbolic link is refused.
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            if errno == ELOOP {
-                throw Refusal(description: "\(path) is a symbolic link: refusing to use it")
-            }
-            throw Refusal(description: "cannot read \(path): \(errorText())")
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
-        try checkOwnRegularFile(info, path)
-        guard info.st_mode & 0o077 == 0 else {
-            throw Refusal(description: "\(path) is readable or writable by others: chmod 600 it, or remove it")
-        }
-        return try readAll(descriptor, path, size: Int(info.st_size), limit: limit)
+        try read(
+            path, limit: limit, followingLinks: false, rootMayOwn: false, forbidden: 0o077,
+            advice: "is readable or writable by others: chmod 600 it, or remove it")
+    }
+
+    /// The bytes of an existing private key file, or nil when there is none: a regular file (a link is followed, as
+    /// the secret volumes of container platforms use them), owned by this process's user or root, readable by its
+    /// group at most (a platform's group for secrets), writable by nobody else.
+    package static func readPrivateKey(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
+        try read(
+            path, limit: limit, followingLinks: true, rootMayOwn: true, forbidden: 0o027,
+            advice: "is readable by others or writable by its group: chmod 600 (or 640) it, or remove it")
     }
 
     /// The bytes of an existing file whose integrity matters but not its secrecy (a trust anchor), or nil when there is
     /// none: a regular file (a link is followed, as certificate directories use them), owned by this process's user or
     /// root, and writable by neither its group nor others, so that nobody else could have put a root of their own
-    /// there; at most `limit` bytes (a device or a FIFO named instead is refused, never read without end).
+    /// there.
     package static func readProtected(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        try read(
+            path, limit: limit, followingLinks: true, rootMayOwn: true, forbidden: 0o022,
+            advice: "is writable by others: chmod go-w it, or remove it")
+    }
+
+    /// At most `limit` bytes of a regular file whose owner and mode pass (`forbidden`: the mode bits it must not
+    /// have; `advice`: what the refusal says after the path). A device or a FIFO named instead is refused, never read
+    /// without end nor waited on.
+    private static func read(
+        _ path: String, limit: Int, followingLinks: Bool, rootMayOwn: Bool, forbidden: mode_t, advice: String
+    ) throws(Refusal) -> [UInt8]? {
+        // O_NONBLOCK: a FIFO planted at the path must not block the open; O_NOFOLLOW: a symbolic link is refused.
+        let descriptor = open(
+            path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followingLinks ? 0 : O_NOFOLLOW))
         guard descriptor >= 0 else {
             if errno == ENOENT { return nil }
+            if errno == ELOOP, !followingLinks {
+                throw Refusal(description: "\(path) is a symbolic link: refusing to use it")
+            }
             throw Refusal(description: "cannot read \(path): \(errorText())")
         }
         defer { close(descriptor) }
@@ -106,23 +117,18 @@ package enum SecretFile {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw Refusal(description: "\(path) is not a regular file: refusing to use it")
         }
-        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+        guard info.st_uid == geteuid() || (rootMayOwn && info.st_uid == 0) else {
             throw Refusal(description: "\(path) belongs to another user: refusing to use it")
         }
-        guard info.st_mode & 0o022 == 0 else {
-            throw Refusal(description: "\(path) is writable by others: chmod go-w it, or remove it")
-        }
-        return try readAll(descriptor, path, size: Int(info.st_size), limit: limit)
-    }
-
-    /// At most `limit` bytes of an open file, refused beyond.
-    private static func readAll(_ descriptor: Int32, _ path: String, size: Int, limit: Int) throws(Refusal) -> [UInt8] {
-        guard size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
+        guard info.st_mode & forbidden == 0 else { throw Refusal(description: "\(path) \(advice)") }
+        guard info.st_size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
         var bytes = [UInt8](repeating: 0, count: limit + 1)
         var total = 0
         while total <= limit {
             let count = bytes[total...].withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw Refusal(description: "cannot read \(path): \(errorText())") }
+            if count == 0 { break }
             total += count
         }
         guard total <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }

@@ -41,8 +41,8 @@ public struct AppAttestMiddleware: AsyncMiddleware {
     /// How the guarded requests prove they are fresh.
     public let freshness: AppAttestFreshness
     /// The App IDs whose apps call the guarded routes (nil: every App ID the service accepts): a request signed by a
-    /// key of another App ID is refused (403 `appIdNotAllowed`), and refusals are let through unverified only when
-    /// every one of them is in report mode.
+    /// key of another App ID is refused (403 `appIdNotAllowed`), and refusals (that one too) are let through
+    /// unverified, without an identity, only when every one of them is in report mode.
     public let appIDs: Set<AppID>?
 
     /// - Parameters:

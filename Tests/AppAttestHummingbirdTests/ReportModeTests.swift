@@ -108,6 +108,12 @@ struct ReportModeTests {
                     if status != .ok { #expect(tests.code(response) == "appIdNotAllowed") }
                 }
             }
+            // On the reporting app's route, another app's key is a refusal like the others: reported, no identity.
+            let challenge = try await tests.challenge(client, purpose: "assertion", keyID: otherDevice.keyID)
+            let headers = try tests.signed(otherDevice, path: "/reporting/order", body: "", challenge: challenge)
+            try await client.execute(uri: "/reporting/order", method: .post, headers: headers) { response in
+                #expect(String(buffer: response.body) == "unverified appIdNotAllowed")
+            }
             for path in ["/both/order", "/reporting/order"] {
                 let challenge = try await tests.challenge(client, purpose: "assertion", keyID: device.keyID)
                 let headers = try tests.signed(device, path: path, body: "", challenge: challenge)
