@@ -163,6 +163,13 @@ struct ChallengePolicyTests {
         #expect(try await outstanding() == (1, 1))
     }
 
+    /// A service on the harness's store whose keys and users hold few challenges: 4 per key, 3 per user.
+    private static func smallLimits(_ harness: Harness) -> AppAttestService {
+        AppAttestService(
+            verifier: harness.service.verifier, store: harness.store,
+            challengeLimits: .init(perKey: 4, perUser: 3, total: 1_000_000))
+    }
+
     @Test(
         "challenges reserved for a user do not evict the ones reserved for the user's keys",
         arguments: Backend.available)
@@ -171,9 +178,7 @@ struct ChallengePolicyTests {
         defer { harness.close() }
         let user = "user-\(UUID())"
         let device = try await harness.registeredDevice(userID: user)
-        let service = AppAttestService(
-            verifier: harness.service.verifier, store: harness.store,
-            challengeLimits: .init(perKey: 4, perUser: 3, total: 1_000_000))
+        let service = Self.smallLimits(harness)
         // A challenge reserved for the user's key, by a caller that may: then more challenges for the user alone
         // (another caller's, perhaps of another App ID) than the user's limit.
         let forKey = try await service.issueChallenge(
@@ -197,9 +202,7 @@ struct ChallengePolicyTests {
         let harness = try await Harness(backend)
         defer { harness.close() }
         let user = "user-\(UUID())"
-        let service = AppAttestService(
-            verifier: harness.service.verifier, store: harness.store,
-            challengeLimits: .init(perKey: 4, perUser: 3, total: 1_000_000))
+        let service = Self.smallLimits(harness)
         let assertion = AppAttestService.Purpose.assertion
         // Tenant B's backend reserves one for its user; tenant A's token, which may name any user, asks for many more
         // for the same user.
