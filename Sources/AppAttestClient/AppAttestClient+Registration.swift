@@ -30,6 +30,7 @@ extension AppAttestClient {
             // Applied once, by the first call to resume; the others find it applied (and what followed, kept).
             if !loaded {
                 history = record?.history ?? AppAttestStoredKey.History()
+                clockOffset = history.clockOffset ?? 0
                 key = record?.discarded == true ? nil : record
                 discardedKeyID = record?.discarded == true ? record?.keyID : nil
                 loaded = true

@@ -89,6 +89,10 @@ extension AppAttestClient {
             challenges.removeAll()
             if refusal.code == "staleTimestamp", let serverDate = refusal.serverDate {
                 clockOffset = serverDate.timeIntervalSince(configuration.now())
+                // Kept with the key, so that the first request after a launch is not refused alike (a POST, which
+                // cannot be sent again, would fail at every launch); a storage that fails only loses that.
+                history.clockOffset = clockOffset
+                try? await saveHistory()
             }
             guard !attempt.refetched else { throw refused }
             guard resendable || Self.unconsumedChallengeCodes.contains(refusal.code) else {

@@ -44,18 +44,26 @@ public struct AppAttestStoredKey: Codable, Sendable, Hashable {
         public var refusedAttestations: Int
         /// No attestation before this time.
         public var notBefore: Date?
+        /// How far the server's clock is ahead of the device's, in seconds (behind: negative), as a refused timestamp
+        /// taught it (``AppAttestClientFreshness/timestamp``): kept, so that a device whose clock is off signs its
+        /// first request after a launch on the server's clock too.
+        public var clockOffset: TimeInterval?
 
         /// Nothing to remember.
-        public init(discards: [Date] = [], refusedAttestations: Int = 0, notBefore: Date? = nil) {
+        public init(
+            discards: [Date] = [], refusedAttestations: Int = 0, notBefore: Date? = nil,
+            clockOffset: TimeInterval? = nil
+        ) {
             self.discards = discards
             self.refusedAttestations = refusedAttestations
             self.notBefore = notBefore
+            self.clockOffset = clockOffset
         }
 
-        var isEmpty: Bool { discards.isEmpty && refusedAttestations == 0 && notBefore == nil }
+        var isEmpty: Bool { discards.isEmpty && refusedAttestations == 0 && notBefore == nil && clockOffset == nil }
 
         private enum CodingKeys: String, CodingKey {
-            case discards, refusedAttestations, notBefore
+            case discards, refusedAttestations, notBefore, clockOffset
         }
 
         /// Decodes a history; absent fields are empty.
@@ -64,6 +72,10 @@ public struct AppAttestStoredKey: Codable, Sendable, Hashable {
             discards = Array((try container.decodeIfPresent([Date].self, forKey: .discards) ?? []).suffix(64))
             refusedAttestations = max(try container.decodeIfPresent(Int.self, forKey: .refusedAttestations) ?? 0, 0)
             notBefore = try container.decodeIfPresent(Date.self, forKey: .notBefore)
+            // Within a year either way: anything else is not a clock's error.
+            clockOffset = try container.decodeIfPresent(TimeInterval.self, forKey: .clockOffset).flatMap {
+                $0.isFinite && abs($0) <= 366 * 86_400 ? $0 : nil
+            }
         }
     }
 

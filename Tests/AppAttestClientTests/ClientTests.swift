@@ -1067,6 +1067,30 @@ struct ClientTests {
         #expect(abs(stamps()[1] - 784_111_777_000) < 5_000, "the next request uses the server's clock: \(stamps())")
     }
 
+    @Test("the server's clock, learnt from a refused timestamp, is kept across a relaunch: the first POST is on it")
+    func clockSkewAcrossLaunches() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock {
+            $0.protected = [.problem(.staleTimestamp)]
+            $0.date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        }
+        let provider = Self.provider()
+        let storage = MemoryKeyStorage()
+        var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("order".utf8)
+        let first = client(provider, transport, freshness: .timestamp, storage: storage)
+        await #expect(throws: AppAttestClientError.self) { _ = try await first.data(for: post) }
+        // Relaunched: the first POST is signed on the server's clock, not refused again.
+        let relaunched = client(provider, transport, freshness: .timestamp, storage: storage)
+        let (_, response) = try await relaunched.data(for: post)
+        #expect(response.statusCode == 200)
+        let stamps = transport.sent.compactMap {
+            $0.value(forHTTPHeaderField: "App-Attest-Timestamp").flatMap { Int64($0) }
+        }
+        #expect(stamps.count == 2 && abs(stamps[1] - 784_111_777_000) < 5_000, "\(stamps)")
+    }
+
     @Test("a next challenge kept longer than its lifetime is not used: the server may have purged it")
     func agedNextChallenge() async throws {
         let transport = ScriptedTransport()
