@@ -123,7 +123,11 @@ extension AppAttestService {
             var revoked = entry.record
             revoked.revokedAt = now()
             let superseded = await isSuperseded(keyID)
-            if let superseded { keyCache.insert(revoked, superseded: superseded) }
+            if let superseded {
+                keyCache.insert(revoked, superseded: superseded)
+            } else {
+                keyCache.remove(keyID)
+            }
             throw Self.revocation(keyID, superseded: superseded ?? false)
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)

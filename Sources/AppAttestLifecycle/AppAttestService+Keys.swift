@@ -58,7 +58,7 @@ extension AppAttestService {
         }
         if revoked {
             FleetMetrics.keyEvent(.revoked, metricsFactory)
-        } else if await isSuperseded(keyID) == true {
+        } else if try await supersession(keyID) {
             // The owner's decision outranks the limit's: the latest revocation event is what the refusal says.
             try await run { () async throws(StoreError) in
                 try await store.appendKeyEvent(KeyEvent(keyID: keyID, kind: .revoked, time: time, detail: reason))
@@ -71,7 +71,7 @@ extension AppAttestService {
     }
 
     /// Stores a new receipt for a key (after a refresh made elsewhere).
-    /// - Returns: whether the key exists.
+    /// - Returns: whether the key exists and is not revoked (a revoked key's receipt is not replaced).
     /// - Throws: ``AppAttestServiceError``: `storeUnavailable`.
     public func updateReceipt(_ keyID: KeyID, receipt: AppAttestReceipt) async throws(AppAttestServiceError) -> Bool {
         keyCache.remove(keyID)

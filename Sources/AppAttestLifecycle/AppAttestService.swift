@@ -231,12 +231,16 @@ public struct AppAttestService: Sendable {
     /// ``AppPolicy/maximumKeysPerUser`` (its events say: the retention purge keeps revocations); nil when they
     /// cannot be read (the refusal is then the stricter one, and not remembered).
     func isSuperseded(_ keyID: KeyID) async -> Bool? {
-        // A revoked key gets few events after its revocation (its requests are refused before any is written).
-        guard
-            let events = try? await run({ () async throws(StoreError) -> [KeyEvent] in
-                try await store.keyEvents(keyID, limit: 16)
-            })
-        else { return nil }
+        try? await supersession(keyID)
+    }
+
+    /// Whether a revoked key's last revocation was a newer key of its user (``isSuperseded(_:)``), or the store's
+    /// failure. Nothing is written to a revoked key's events but revocations: its requests are refused before, and
+    /// its receipt is not replaced.
+    func supersession(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {
+        let events = try await run { () async throws(StoreError) -> [KeyEvent] in
+            try await store.keyEvents(keyID, limit: 16)
+        }
         return events.last(where: { $0.kind == .revoked || $0.kind == .superseded })?.kind == .superseded
     }
 

@@ -28,8 +28,8 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// The key was revoked because its user registered more keys than
         /// ``AppAttestService/AppPolicy/maximumKeysPerUser`` allows and it was the oldest: the device is genuine,
         /// and registering a new key is the answer (problem action `reattest`), where a ``keyRevoked`` key stays
-        /// refused. Told apart by the key's events (`KeyEvent.Kind.superseded`), so once they are purged
-        /// (``AppAttestService/eventRetention``) such a key is answered ``keyRevoked``.
+        /// refused. Told apart by the key's events (`KeyEvent.Kind.superseded`), which the retention purge keeps;
+        /// a superseded key its owner then revokes is ``keyRevoked``.
         public static let keySuperseded = Code("keySuperseded")
         /// Another request with this counter (or a higher one) was accepted first.
         public static let counterReplayed = Code("counterReplayed")

@@ -45,7 +45,7 @@ extension PostgresAppAttestStore {
                 var superseded: [Data] = []
                 for try await old in try await connection.query(
                     """
-                    UPDATE app_attest_keys SET revoked_at = \(created) WHERE key_id IN (
+                    UPDATE app_attest_keys SET revoked_at = \(created) WHERE revoked_at IS NULL AND key_id IN (
                         SELECT key_id FROM app_attest_keys
                         WHERE user_id = \(userID) AND app_id = \(appID) AND revoked_at IS NULL AND key_id <> \(keyID)
                         ORDER BY created_at DESC, key_id DESC OFFSET \(keep))
@@ -156,7 +156,7 @@ extension PostgresAppAttestStore {
                 """
                 WITH updated AS (
                     UPDATE app_attest_keys SET receipt = \(data), risk_metric = \(metric), receipt_updated_at = \(seconds)
-                    WHERE key_id = \(bytes) RETURNING key_id)
+                    WHERE key_id = \(bytes) AND revoked_at IS NULL RETURNING key_id)
                 INSERT INTO app_attest_key_events (key_id, kind, time, detail)
                 SELECT key_id, \(kind), \(seconds), \(detail) FROM updated RETURNING 1
                 """, logger: logger)

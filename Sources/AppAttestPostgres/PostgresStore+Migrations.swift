@@ -43,100 +43,104 @@ extension PostgresAppAttestStore {
                     version = Int(stored ?? 0)
                 }
                 guard version < Self.schemaVersion else { return }
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS app_attest_challenges (
-                        challenge BYTEA PRIMARY KEY,
-                        purpose TEXT NOT NULL,
-                        key_id BYTEA,
-                        user_id TEXT,
-                        expires_at DOUBLE PRECISION NOT NULL
-                    )
-                    """, logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
-                    logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
-                    logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
-                    logger: logger)
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS app_attest_keys (
-                        key_id BYTEA PRIMARY KEY,
-                        user_id TEXT,
-                        app_id TEXT NOT NULL,
-                        environment TEXT NOT NULL,
-                        public_key BYTEA NOT NULL,
-                        counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
-                        receipt BYTEA NOT NULL,
-                        risk_metric BIGINT,
-                        created_at DOUBLE PRECISION NOT NULL,
-                        receipt_updated_at DOUBLE PRECISION NOT NULL,
-                        revoked_at DOUBLE PRECISION
-                    )
-                    """, logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
-                // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
-                var hasSeen = false
-                for try await (exists) in try await connection.query(
-                    """
-                    SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'app_attest_keys'::regclass
-                                   AND attname = 'seen' AND NOT attisdropped)
-                    """, logger: logger
-                ).decode(Bool.self) {
-                    hasSeen = exists
-                }
-                if !hasSeen {
+                // Schemas 1 to 4: every step idempotent, for a database at any of them. Not for a later one: some take
+                // an exclusive lock on a table (ALTER TABLE) even when they change nothing.
+                if version < 4 {
                     try await connection.query(
-                        "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
-                        logger: logger)
-                    // Keys from before the window: which counters below the highest were used is not known, so all
-                    // of them count as used (all 63 bits). Zero would let each be accepted once more.
+                        """
+                        CREATE TABLE IF NOT EXISTS app_attest_challenges (
+                            challenge BYTEA PRIMARY KEY,
+                            purpose TEXT NOT NULL,
+                            key_id BYTEA,
+                            user_id TEXT,
+                            expires_at DOUBLE PRECISION NOT NULL
+                        )
+                        """, logger: logger)
                     try await connection.query(
-                        "UPDATE app_attest_keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)",
+                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
                         logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
+                        logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
+                        logger: logger)
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS app_attest_keys (
+                            key_id BYTEA PRIMARY KEY,
+                            user_id TEXT,
+                            app_id TEXT NOT NULL,
+                            environment TEXT NOT NULL,
+                            public_key BYTEA NOT NULL,
+                            counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+                            receipt BYTEA NOT NULL,
+                            risk_metric BIGINT,
+                            created_at DOUBLE PRECISION NOT NULL,
+                            receipt_updated_at DOUBLE PRECISION NOT NULL,
+                            revoked_at DOUBLE PRECISION
+                        )
+                        """, logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
+                    // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
+                    var hasSeen = false
+                    for try await (exists) in try await connection.query(
+                        """
+                        SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'app_attest_keys'::regclass
+                                       AND attname = 'seen' AND NOT attisdropped)
+                        """, logger: logger
+                    ).decode(Bool.self) {
+                        hasSeen = exists
+                    }
+                    if !hasSeen {
+                        try await connection.query(
+                            "ALTER TABLE app_attest_keys ADD COLUMN IF NOT EXISTS seen BIGINT NOT NULL DEFAULT 0",
+                            logger: logger)
+                        // Keys from before the window: which counters below the highest were used is not known, so all
+                        // of them count as used (all 63 bits). Zero would let each be accepted once more.
+                        try await connection.query(
+                            "UPDATE app_attest_keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)",
+                            logger: logger)
+                    }
+                    // Who asked for each challenge, so that what one issuer may hold is bounded.
+                    try await connection.query(
+                        "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT", logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
+                        logger: logger)
+                    // Fleet operations (schema 4): each key's audit trail, and token buckets (the attestation budget).
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS app_attest_key_events (
+                            id BIGSERIAL PRIMARY KEY,
+                            key_id BYTEA NOT NULL,
+                            kind TEXT NOT NULL,
+                            time DOUBLE PRECISION NOT NULL,
+                            detail TEXT
+                        )
+                        """, logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_key_events_key ON app_attest_key_events (key_id, id)",
+                        logger: logger)
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
+                        logger: logger)
+                    try await connection.query(
+                        """
+                        CREATE TABLE IF NOT EXISTS app_attest_token_buckets (
+                            name TEXT PRIMARY KEY,
+                            tokens DOUBLE PRECISION NOT NULL,
+                            updated_at DOUBLE PRECISION NOT NULL
+                        )
+                        """, logger: logger)
                 }
-                // Who asked for each challenge, so that what one issuer may hold is bounded.
-                try await connection.query(
-                    "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT", logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
-                    logger: logger)
-                // Fleet operations (schema 4): each key's audit trail, and token buckets (the attestation budget).
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS app_attest_key_events (
-                        id BIGSERIAL PRIMARY KEY,
-                        key_id BYTEA NOT NULL,
-                        kind TEXT NOT NULL,
-                        time DOUBLE PRECISION NOT NULL,
-                        detail TEXT
-                    )
-                    """, logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_key_events_key ON app_attest_key_events (key_id, id)",
-                    logger: logger)
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
-                    logger: logger)
-                // The retention purge keeps each key's revocations (why it is refused): an index of the rest, so that
-                // a purge never scans the revocations it keeps.
+                // Schema 5: the retention purge keeps each key's revocations (why it is refused); an index of the
+                // rest, so that a purge never scans the revocations it keeps.
                 try await connection.query(
                     """
                     CREATE INDEX IF NOT EXISTS app_attest_key_events_purgeable ON app_attest_key_events (time)
                         WHERE \(unescaped: KeyEvent.Kind.purgeableCondition)
-                    """, logger: logger)
-                try await connection.query(
-                    """
-                    CREATE TABLE IF NOT EXISTS app_attest_token_buckets (
-                        name TEXT PRIMARY KEY,
-                        tokens DOUBLE PRECISION NOT NULL,
-                        updated_at DOUBLE PRECISION NOT NULL
-                    )
                     """, logger: logger)
                 try await connection.query("DELETE FROM app_attest_schema", logger: logger)
                 try await connection.query(

@@ -129,7 +129,11 @@ extension SQLiteAppAttestStore {
     {
         try await write { db in
             try db.cachedStatement(
-                sql: "UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ? WHERE key_id = ?"
+                sql: """
+                    UPDATE keys SET receipt = ?, risk_metric = ?, receipt_updated_at = ?
+                    WHERE key_id = ? AND NOT EXISTS (
+                        SELECT 1 FROM key_counters WHERE key_counters.key_id = keys.key_id AND revoked_at IS NOT NULL)
+                    """
             ).execute(
                 arguments: [Data(receipt), riskMetric, time.timeIntervalSince1970, Data(keyID.rawValue)])
             guard db.changesCount == 1 else { return false }

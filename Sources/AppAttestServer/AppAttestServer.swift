@@ -331,7 +331,7 @@ struct ReceiptRefresher: AppAttestReceiptRefresher {
     let clients: [AppAttestEnvironment: ReceiptRefreshClient]
 
     init(_ apple: ServerConfiguration.Apple, validator: AppAttestReceiptValidator, logger: Logger) throws {
-        // The team's signing key: this user's or root's, readable by nobody else but its group (SecretFile).
+        // The team's signing key: this user's and nobody else's to read, or root's and its group's (SecretFile).
         let pem: [UInt8]?
         do { pem = try SecretFile.readPrivateKey(apple.privateKeyFile, limit: 16 * 1024) } catch {
             throw ServerConfigurationError("apple.privateKeyFile: \(error.description)")

@@ -120,8 +120,8 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     public struct Apple: Sendable, Codable, Hashable {
         public var teamId: String
         public var keyId: String
-        /// Path of the `.p8` file: this user's or root's (a link is followed, as container platforms' secret volumes
-        /// use them), readable by nobody but its group, writable by nobody else (`chmod 600` or `640`).
+        /// Path of the `.p8` file (a link is followed, as container platforms' secret volumes use them): this user's,
+        /// neither readable nor writable by others (`chmod 600`), or root's, readable by its group at most (`640`).
         public var privateKeyFile: String
         /// Another base URL than Apple's (a stand-in, for tests).
         public var endpoint: String?

@@ -74,7 +74,8 @@ public protocol AppAttestStore: Sendable {
     func close() async
 
     /// Replaces a key's receipt, with a ``KeyEvent/Kind/receiptRefreshed`` event, in one transaction; returns whether
-    /// the key exists.
+    /// the key exists and is not revoked (a revoked key's receipt is not replaced: its events end with why it is
+    /// refused).
     func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) async throws(StoreError)
         -> Bool
 

@@ -128,7 +128,7 @@ public actor MemoryAppAttestStore: AppAttestStore {
     public func updateReceipt(_ keyID: KeyID, receipt: [UInt8], riskMetric: Int?, at time: Date) throws(StoreError)
         -> Bool
     {
-        guard var record = keys[keyID] else { return false }
+        guard var record = keys[keyID], record.revokedAt == nil else { return false }
         record.receipt = receipt
         record.riskMetric = riskMetric
         record.receiptUpdatedAt = time

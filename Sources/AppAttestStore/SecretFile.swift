@@ -77,12 +77,13 @@ package enum SecretFile {
     }
 
     /// The bytes of an existing private key file, or nil when there is none: a regular file (a link is followed, as
-    /// the secret volumes of container platforms use them), owned by this process's user or root, readable by its
-    /// group at most (a platform's group for secrets), writable by nobody else.
+    /// the secret volumes of container platforms use them), this process's user's and neither readable nor writable
+    /// by others, or root's and readable by its group at most (a platform's group for secrets, as Kubernetes'
+    /// `fsGroup`).
     package static func readPrivateKey(_ path: String, limit: Int) throws(Refusal) -> [UInt8]? {
         try read(
-            path, limit: limit, followingLinks: true, rootMayOwn: true, forbidden: 0o027,
-            advice: "is readable by others or writable by its group: chmod 600 (or 640) it, or remove it")
+            path, limit: limit, followingLinks: true, rootMayOwn: true, forbidden: 0o077, forbiddenForRoot: 0o027,
+            advice: "is readable or writable by others: chmod 600 it (a file of root's: 640), or remove it")
     }
 
     /// The bytes of an existing file whose integrity matters but not its secrecy (a trust anchor), or nil when there is
@@ -96,10 +97,11 @@ package enum SecretFile {
     }
 
     /// At most `limit` bytes of a regular file whose owner and mode pass (`forbidden`: the mode bits it must not
-    /// have; `advice`: what the refusal says after the path). A device or a FIFO named instead is refused, never read
-    /// without end nor waited on.
+    /// have, `forbiddenForRoot` when root owns it and this process is not root's; `advice`: what the refusal says
+    /// after the path). A device or a FIFO named instead is refused, never read without end nor waited on.
     private static func read(
-        _ path: String, limit: Int, followingLinks: Bool, rootMayOwn: Bool, forbidden: mode_t, advice: String
+        _ path: String, limit: Int, followingLinks: Bool, rootMayOwn: Bool, forbidden: mode_t,
+        forbiddenForRoot: mode_t? = nil, advice: String
     ) throws(Refusal) -> [UInt8]? {
         // O_NONBLOCK: a FIFO planted at the path must not block the open; O_NOFOLLOW: a symbolic link is refused.
         let descriptor = open(
@@ -120,7 +122,8 @@ package enum SecretFile {
         guard info.st_uid == geteuid() || (rootMayOwn && info.st_uid == 0) else {
             throw Refusal(description: "\(path) belongs to another user: refusing to use it")
         }
-        guard info.st_mode & forbidden == 0 else { throw Refusal(description: "\(path) \(advice)") }
+        let mask = info.st_uid == 0 && geteuid() != 0 ? forbiddenForRoot ?? forbidden : forbidden
+        guard info.st_mode & mask == 0 else { throw Refusal(description: "\(path) \(advice)") }
         guard info.st_size <= limit else { throw Refusal(description: "\(path) is larger than \(limit) bytes") }
         var bytes = [UInt8](repeating: 0, count: limit + 1)
         var total = 0

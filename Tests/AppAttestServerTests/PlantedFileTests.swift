@@ -61,12 +61,13 @@ struct PlantedFileTests {
         }
         configuration.testingRootCertificate = root
         chmod(root, 0o644)
-        // The team's key that signs Apple's requests: readable by nobody but its group, writable by nobody else; a
-        // link to it (a container platform's secret volume) is followed.
+        // The team's key that signs Apple's requests: this user's, readable and writable by nobody else (a file of
+        // root's, for a process that is not, may be readable by its group); a link to it (a container platform's
+        // secret volume) is followed.
         let key = "\(directory)/key.p8"
         try P256.Signing.PrivateKey().pemRepresentation.write(toFile: key, atomically: true, encoding: .utf8)
         configuration.apple = .init(teamId: "SERVE12345", keyId: "KEY1234567", privateKeyFile: key)
-        for mode: mode_t in [0o644, 0o604, 0o660] {
+        for mode: mode_t in [0o644, 0o604, 0o660, 0o640] {
             chmod(key, mode)
             await #expect(throws: ServerConfigurationError.self, "mode \(String(mode, radix: 8))") {
                 let server = try await AppAttestServer.open(configuration: configuration)
@@ -75,7 +76,7 @@ struct PlantedFileTests {
         }
         let link = "\(directory)/linked.p8"
         symlink(key, link)
-        for (mode, path) in [(mode_t(0o600), key), (0o640, key), (0o600, link)] {
+        for (mode, path) in [(mode_t(0o600), key), (0o400, key), (0o600, link)] {
             chmod(key, mode)
             configuration.apple?.privateKeyFile = path
             let server = try await AppAttestServer.open(configuration: configuration)

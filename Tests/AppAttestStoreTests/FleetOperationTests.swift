@@ -175,18 +175,22 @@ struct FleetOperationTests {
         defer { harness.close() }
         let device = try await harness.registeredDevice()
         harness.clock.advance(1)
-        #expect(try await harness.service.revokeKey(device.keyID, reason: "lost\u{1B}[31m device"))
-        #expect(try await !harness.service.revokeKey(device.keyID, reason: "again"))
-        harness.clock.advance(1)
         #expect(
             try await harness.store.updateReceipt(
                 device.keyID, receipt: [1, 2, 3], riskMetric: 4, at: harness.clock.now))
+        harness.clock.advance(1)
+        #expect(try await harness.service.revokeKey(device.keyID, reason: "lost\u{1B}[31m device"))
+        #expect(try await !harness.service.revokeKey(device.keyID, reason: "again"))
+        // A revoked key's receipt is not replaced: its events end with why it is refused.
+        #expect(
+            try await !harness.store.updateReceipt(
+                device.keyID, receipt: [4, 5, 6], riskMetric: 7, at: harness.clock.now))
         let events = try await harness.service.events(ofKey: device.keyID)
-        #expect(events.map(\.kind) == [.attested, .revoked, .receiptRefreshed])
+        #expect(events.map(\.kind) == [.attested, .receiptRefreshed, .revoked])
         // The reason is kept without its control character: it can be shown on a terminal.
-        #expect(events[1].detail == "lost [31m device" && events[2].detail == "4")
+        #expect(events[2].detail == "lost [31m device" && events[1].detail == "4")
         #expect(events.map(\.time) == [0, 1, 2].map { Date(timeIntervalSince1970: 1_400_000_000 + $0) })
-        #expect(try await harness.service.events(ofKey: device.keyID, limit: 1).map(\.kind) == [.receiptRefreshed])
+        #expect(try await harness.service.events(ofKey: device.keyID, limit: 1).map(\.kind) == [.revoked])
 
         // An attestation refused after the object proved to be the key's (a wrong App ID): in the events of a key never
         // stored. One that does not prove the keyId (another key's object under this keyId) writes nothing, so that

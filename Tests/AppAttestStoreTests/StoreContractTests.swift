@@ -216,11 +216,14 @@ struct StoreContractTests {
             _ = try await harness.service.authenticateAssertion(
                 [0xA0], clientData: [1], keyID: try KeyID(rawValue: [UInt8](repeating: 1, count: 32)))
         }
+        // A revoked key's receipt is not replaced.
+        let before = try await harness.store.key(device.keyID)
         #expect(
-            try await harness.store.updateReceipt(
+            try await !harness.store.updateReceipt(
                 device.keyID, receipt: [1, 2, 3], riskMetric: 4, at: harness.clock.now))
         let record = try await harness.store.key(device.keyID)
-        #expect(record?.receipt == [1, 2, 3] && record?.riskMetric == 4 && record?.revokedAt != nil)
+        #expect(record?.receipt == before?.receipt && record?.riskMetric == before?.riskMetric)
+        #expect(record?.revokedAt != nil)
     }
 
     @Test("a failed verification stores nothing", arguments: Backend.available)
