@@ -46,43 +46,9 @@ extension PostgresAppAttestStore {
                 // Schemas 1 to 4: every step idempotent, for a database at any of them. Not for a later one: some take
                 // an exclusive lock on a table (ALTER TABLE) even when they change nothing.
                 if version < 4 {
-                    try await connection.query(
-                        """
-                        CREATE TABLE IF NOT EXISTS app_attest_challenges (
-                            challenge BYTEA PRIMARY KEY,
-                            purpose TEXT NOT NULL,
-                            key_id BYTEA,
-                            user_id TEXT,
-                            expires_at DOUBLE PRECISION NOT NULL
-                        )
-                        """, logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
-                        logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
-                        logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
-                        logger: logger)
-                    try await connection.query(
-                        """
-                        CREATE TABLE IF NOT EXISTS app_attest_keys (
-                            key_id BYTEA PRIMARY KEY,
-                            user_id TEXT,
-                            app_id TEXT NOT NULL,
-                            environment TEXT NOT NULL,
-                            public_key BYTEA NOT NULL,
-                            counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
-                            receipt BYTEA NOT NULL,
-                            risk_metric BIGINT,
-                            created_at DOUBLE PRECISION NOT NULL,
-                            receipt_updated_at DOUBLE PRECISION NOT NULL,
-                            revoked_at DOUBLE PRECISION
-                        )
-                        """, logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)", logger: logger)
+                    for statement in Self.keysAndChallenges {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
                     // Counters accepted below the highest, for the reorder window (AssertionAcceptance.advance).
                     var hasSeen = false
                     for try await (exists) in try await connection.query(
@@ -103,37 +69,9 @@ extension PostgresAppAttestStore {
                             "UPDATE app_attest_keys SET seen = \(AppAttestVerifier.CounterPolicy.allBelowHighestSeen)",
                             logger: logger)
                     }
-                    // Who asked for each challenge, so that what one issuer may hold is bounded.
-                    try await connection.query(
-                        "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT", logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
-                        logger: logger)
-                    // Fleet operations (schema 4): each key's audit trail, and token buckets (the attestation budget).
-                    try await connection.query(
-                        """
-                        CREATE TABLE IF NOT EXISTS app_attest_key_events (
-                            id BIGSERIAL PRIMARY KEY,
-                            key_id BYTEA NOT NULL,
-                            kind TEXT NOT NULL,
-                            time DOUBLE PRECISION NOT NULL,
-                            detail TEXT
-                        )
-                        """, logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_key_events_key ON app_attest_key_events (key_id, id)",
-                        logger: logger)
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
-                        logger: logger)
-                    try await connection.query(
-                        """
-                        CREATE TABLE IF NOT EXISTS app_attest_token_buckets (
-                            name TEXT PRIMARY KEY,
-                            tokens DOUBLE PRECISION NOT NULL,
-                            updated_at DOUBLE PRECISION NOT NULL
-                        )
-                        """, logger: logger)
+                    for statement in Self.issuersAndFleet {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
                 }
                 // Schema 5: the retention purge keeps each key's revocations (why it is refused); an index of the
                 // rest, so that a purge never scans the revocations it keeps.
@@ -148,5 +86,62 @@ extension PostgresAppAttestStore {
             }
         }
     }
+
+    /// Schema 1: challenges and keys (each statement idempotent).
+    private static let keysAndChallenges = [
+        """
+        CREATE TABLE IF NOT EXISTS app_attest_challenges (
+            challenge BYTEA PRIMARY KEY,
+            purpose TEXT NOT NULL,
+            key_id BYTEA,
+            user_id TEXT,
+            expires_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS app_attest_challenges_expiry ON app_attest_challenges (expires_at)",
+        "CREATE INDEX IF NOT EXISTS app_attest_challenges_key ON app_attest_challenges (key_id)",
+        "CREATE INDEX IF NOT EXISTS app_attest_challenges_user ON app_attest_challenges (user_id)",
+        """
+        CREATE TABLE IF NOT EXISTS app_attest_keys (
+            key_id BYTEA PRIMARY KEY,
+            user_id TEXT,
+            app_id TEXT NOT NULL,
+            environment TEXT NOT NULL,
+            public_key BYTEA NOT NULL,
+            counter BIGINT NOT NULL CHECK (counter BETWEEN 0 AND 4294967295),
+            receipt BYTEA NOT NULL,
+            risk_metric BIGINT,
+            created_at DOUBLE PRECISION NOT NULL,
+            receipt_updated_at DOUBLE PRECISION NOT NULL,
+            revoked_at DOUBLE PRECISION
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS app_attest_keys_user ON app_attest_keys (user_id)",
+    ]
+
+    /// Schemas 3 and 4: who asked for each challenge, so that what one issuer may hold is bounded; fleet operations,
+    /// each key's audit trail and token buckets (the attestation budget). Each statement idempotent.
+    private static let issuersAndFleet = [
+        "ALTER TABLE app_attest_challenges ADD COLUMN IF NOT EXISTS issuer TEXT",
+        "CREATE INDEX IF NOT EXISTS app_attest_challenges_issuer ON app_attest_challenges (issuer)",
+        """
+        CREATE TABLE IF NOT EXISTS app_attest_key_events (
+            id BIGSERIAL PRIMARY KEY,
+            key_id BYTEA NOT NULL,
+            kind TEXT NOT NULL,
+            time DOUBLE PRECISION NOT NULL,
+            detail TEXT
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS app_attest_key_events_key ON app_attest_key_events (key_id, id)",
+        "CREATE INDEX IF NOT EXISTS app_attest_key_events_time ON app_attest_key_events (time)",
+        """
+        CREATE TABLE IF NOT EXISTS app_attest_token_buckets (
+            name TEXT PRIMARY KEY,
+            tokens DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+    ]
 }
 #endif  // PostgreSQL
