@@ -96,8 +96,9 @@ extension AppAttestClient {
         return signed
     }
 
-    /// Whether a challenge that came at `received` is still within ``AppAttestClientConfiguration/nextChallengeLifetime``
-    /// (on a clock that goes on while the device sleeps), so that the server still has it.
+    /// Whether a challenge that came at `received` is still within
+    /// ``AppAttestClientConfiguration/nextChallengeLifetime`` (on a clock that goes on while the device sleeps), so
+    /// that the server still has it.
     func isFresh(_ received: ContinuousClock.Instant) -> Bool {
         ContinuousClock.now - received <= Duration.seconds(Self.boundedWait(configuration.nextChallengeLifetime))
     }

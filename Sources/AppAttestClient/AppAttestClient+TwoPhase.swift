@@ -127,12 +127,10 @@ extension AppAttestClient {
                 // deleted) or revoked it. Kept, it would be refused on every request, so a new one is registered, as
                 // for a protected route's refusal (``recover(from:keyID:resendable:attempt:)``): once per request,
                 // within the day's replacements.
-                guard !attempt.replacedKey, error.code == .registrationRefused, let code = error.problemCode,
-                    replacesKey(code: code, action: error.action)
-                else {
+                guard error.code == .registrationRefused, let code = error.problemCode else { throw error }
+                guard !attempt.replacedKey, replacesKey(code: code, action: error.action) else {
                     // Any other refusal of the key's challenge is this request's, as a protected route's would be
                     // (`keyRevoked`, say): not a registration's.
-                    guard error.code == .registrationRefused, let code = error.problemCode else { throw error }
                     throw AppAttestClientError(
                         .requestRefused, "the server's App Attest layer refused the key's challenge: \(code)",
                         status: error.status, problemCode: code, action: error.action)

@@ -85,10 +85,10 @@ public struct AppAttestClientConfiguration: Sendable {
     public var reattestsRevokedKeys: Bool
     /// The most keys the client replaces in 24 hours (a key that fails on the device, one the server no longer
     /// knows or says a newer key of the user superseded, one whose attestation the server refused); beyond it,
-    /// ``AppAttestClientError/Code/deferred`` until the oldest replacement is a day old. Each replacement costs an attestation of Apple's budget for your app. The
-    /// count is stored with the key, so a relaunch does not reset it. After an attestation the server refused, the
-    /// client also waits before it attests again: a minute, four times longer after each refusal in a row, at most
-    /// six hours.
+    /// ``AppAttestClientError/Code/deferred`` until the oldest replacement is a day old. Each replacement costs an
+    /// attestation of Apple's budget for your app. The count is stored with the key, so a relaunch does not reset it.
+    /// After an attestation the server refused, the client also waits before it attests again: a minute, four times
+    /// longer after each refusal in a row, at most six hours.
     public var maximumKeyReplacementsPerDay: Int
     /// Applied to the client's own requests (challenges, attestation) before they are sent: add your app's
     /// authentication here, so that the server can bind the key to the user.

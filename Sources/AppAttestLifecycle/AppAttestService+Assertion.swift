@@ -118,17 +118,10 @@ extension AppAttestService {
             keyCache.remove(keyID)
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         case .keyRevoked:
-            // Remembered as revoked for the cache's age, so that its next assertions are refused before their
-            // signatures are checked or the store is asked (a revocation is never undone).
+            // Remembered as revoked, so that its next assertions are refused before their signatures are checked.
             var revoked = entry.record
             revoked.revokedAt = now()
-            let superseded = await isSuperseded(keyID)
-            if let superseded {
-                keyCache.insert(revoked, superseded: superseded)
-            } else {
-                keyCache.remove(keyID)
-            }
-            throw Self.revocation(keyID, superseded: superseded ?? false)
+            throw await refusal(ofRevoked: revoked)
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
             // A key read without its counter (a cache miss on SQLite) was verified against none: the answer is the

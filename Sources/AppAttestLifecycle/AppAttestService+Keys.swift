@@ -85,15 +85,13 @@ extension AppAttestService {
     }
 
     /// Refreshes a key's receipt at Apple and stores a new one (<doc:RunningTheVerificationService>).
-    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `receiptRefreshFailed` (Apple's or the
-    ///   refresher's error in ``AppAttestServiceError/underlying``), `storeUnavailable`.
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `receiptRefreshFailed`
+    ///   (Apple's or the refresher's error in ``AppAttestServiceError/underlying``), `storeUnavailable`.
     public func refreshReceipt(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
         async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
     {
         let record = try await key(keyID)
-        guard record.revokedAt == nil else {
-            throw Self.revocation(keyID, superseded: await isSuperseded(keyID) ?? false)
-        }
+        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record) }
         let outcome: AppAttestReceiptRefresh
         do { outcome = try await refresher.refreshReceipt(for: record) } catch {
             throw AppAttestServiceError(.receiptRefreshFailed, "\(error)", underlying: error)

@@ -135,8 +135,8 @@ public struct AppAttestService: Sendable {
     ///   - appID: for an attestation challenge, the App ID whose budget pays for it; nil (or an App ID this service
     ///     does not accept) for the only accepted App ID, or, when several are accepted, a budget shared by the
     ///     attestations of unnamed App IDs under the default policy.
-    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `invalidUserID`, `tooManyChallenges`,
-    ///   `attestationBudgetExhausted`, `storeUnavailable`.
+    /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `invalidUserID`,
+    ///   `tooManyChallenges`, `attestationBudgetExhausted`, `storeUnavailable`.
     public func issueChallenge(
         purpose: String, keyID: KeyID? = nil, userID: String? = nil, issuer: String? = nil, appID: AppID? = nil
     )
@@ -217,24 +217,25 @@ public struct AppAttestService: Sendable {
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
-        guard record.revokedAt == nil else {
-            // Remembered as revoked for the cache's age, with why, so that the key's next requests are refused
-            // without a read (a revocation is never undone).
-            let superseded = await isSuperseded(keyID)
-            if let superseded { keyCache.insert(record, superseded: superseded) }
-            throw Self.revocation(keyID, superseded: superseded ?? false)
-        }
+        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record) }
         return keyCache.insert(record, countersRead: readingRevocation || keyReads.readsCounters)
     }
 
-    /// Whether a revoked key's last revocation was a newer key of its user beyond
-    /// ``AppPolicy/maximumKeysPerUser`` (its events say: the retention purge keeps revocations); nil when they
-    /// cannot be read (the refusal is then the stricter one, and not remembered).
-    func isSuperseded(_ keyID: KeyID) async -> Bool? {
-        try? await supersession(keyID)
+    /// The refusal of a key found revoked (`record`, its revocation set), remembered by the key cache with why for the
+    /// cache's age, so that the key's next requests are refused without a read (a revocation is never undone). When
+    /// why cannot be read, the stricter refusal (`keyRevoked`), and nothing remembered.
+    func refusal(ofRevoked record: KeyRecord) async -> AppAttestServiceError {
+        let superseded = try? await supersession(record.keyID)
+        if let superseded {
+            keyCache.insert(record, superseded: superseded)
+        } else {
+            keyCache.remove(record.keyID)
+        }
+        return Self.revocation(record.keyID, superseded: superseded ?? false)
     }
 
-    /// Whether a revoked key's last revocation was a newer key of its user (``isSuperseded(_:)``), or the store's
+    /// Whether a revoked key's last revocation was a newer key of its user beyond
+    /// ``AppPolicy/maximumKeysPerUser`` (its events say: the retention purge keeps revocations), or the store's
     /// failure. Nothing is written to a revoked key's events but revocations: its requests are refused before, and
     /// its receipt is not replaced.
     func supersession(_ keyID: KeyID) async throws(AppAttestServiceError) -> Bool {

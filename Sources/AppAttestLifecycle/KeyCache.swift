@@ -22,7 +22,8 @@ package final class KeyCache: Sendable {
         /// without them (a cache miss's read on SQLite, ``KeyReadBatcher/readsCounters``: counter 0, no revocation),
         /// whose acceptance decides both.
         let countersRead: Bool
-        /// For a revoked key: whether a newer key of its user superseded it (``AppAttestServiceError/Code/keySuperseded``).
+        /// For a revoked key: whether a newer key of its user superseded it
+        /// (``AppAttestServiceError/Code/keySuperseded``).
         let superseded: Bool
 
         init(record: KeyRecord, fetchedAt: TimeInterval, countersRead: Bool, superseded: Bool) {

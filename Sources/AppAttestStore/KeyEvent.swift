@@ -34,8 +34,10 @@ public struct KeyEvent: Sendable, Hashable {
         /// What the retention purge keeps: a key's revocations, which say why it is refused (revoked by its owner, or
         /// superseded, whose device registers again), at most a few per key.
         package static let keptByPurge: Set<Kind> = [.revoked, .superseded]
-        /// The SQL condition of the events the purge may delete (the stores' partial indexes on `time` use it too).
-        package static let purgeableCondition = "kind NOT IN ('revoked', 'superseded')"
+        /// The SQL condition of the events the purge may delete (the stores' partial indexes on `time` use it too):
+        /// `kind NOT IN ('revoked', 'superseded')`, from ``keptByPurge``, in a stable order.
+        package static let purgeableCondition =
+            "kind NOT IN (" + keptByPurge.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
     }
 
     /// The key it happened to.
