@@ -16,10 +16,12 @@ package enum SecretFile {
         package let description: String
     }
 
-    /// Writes `bytes` to `path` atomically: a new file created 0600 beside it, then renamed over `path`.
-    package static func write(_ bytes: [UInt8], to path: String) throws(Refusal) {
+    /// Writes `bytes` to `path` atomically: a new file created 0600 beside it (0644 when `readableByOthers`: a test
+    /// root that serve reads, never writable by others whatever the umask), then renamed over `path`.
+    package static func write(_ bytes: [UInt8], to path: String, readableByOthers: Bool = false) throws(Refusal) {
         let temporary = "\(path).tmp-\(UInt64.random(in: 0...UInt64.max))"
-        let descriptor = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let mode: mode_t = readableByOthers ? 0o644 : 0o600
+        let descriptor = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, mode)
         guard descriptor >= 0 else { throw Refusal(description: "cannot create \(path): \(errorText())") }
         var written = 0
         while written < bytes.count {

@@ -58,8 +58,10 @@ struct SimulateCommand: AsyncParsableCommand {
             try SecretFile.write(Array(try JSONEncoder().encode(file)), to: "\(out)/authority.json")
             let authority = try SimulateCommand.authority(out)
             let pem = Data(authority.rootCertificate).base64EncodedString(options: [.lineLength64Characters])
-            try "-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".write(
-                toFile: "\(out)/root.pem", atomically: true, encoding: .utf8)
+            // Public, but read by serve only when nobody else may write it: 0644 whatever the umask.
+            try SecretFile.write(
+                Array("-----BEGIN CERTIFICATE-----\n\(pem)\n-----END CERTIFICATE-----\n".utf8), to: "\(out)/root.pem",
+                readableByOthers: true)
             FileHandle.standardError.write(
                 Data("wrote \(out)/authority.json and \(out)/root.pem (a TEST root: trust it only in tests)\n".utf8))
         }

@@ -31,7 +31,8 @@ struct StandInCommand: AsyncParsableCommand {
         let receipts = try TestReceiptAuthority()
         let rootPath = URL(fileURLWithPath: keyOut).deletingLastPathComponent().appendingPathComponent(
             "receipt-root.der")
-        try Data(receipts.rootCertificate).write(to: rootPath)
+        // Public, but read as a testing root only when nobody else may write it: 0644 whatever the umask.
+        try SecretFile.write(receipts.rootCertificate, to: rootPath.path, readableByOthers: true)
         let server = AppleServerStandIn(
             keys: [.init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)], receiptAuthority: receipts)
         let url = try await server.start()

@@ -21,12 +21,18 @@ struct CommandTests {
     static let developerTools: Set<String> = ["simulate", "stand-in", "bench", "load"]
 
     /// Runs `appattest`, or `appattest-dev` for a developer tool; returns its standard output and error as bytes, and
-    /// its exit status.
-    func run(_ arguments: [String]) async throws -> (output: [UInt8], status: Int32) {
+    /// its exit status. With `umask`, the command runs under that file-creation mask (through `/bin/sh`).
+    func run(_ arguments: [String], umask: String? = nil) async throws -> (output: [UInt8], status: Int32) {
         let process = Process()
-        process.executableURL = Self.executable(
+        let executable = Self.executable(
             Self.developerTools.contains(arguments.first ?? "") ? "appattest-dev" : "appattest")
-        process.arguments = arguments
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -94,12 +100,14 @@ struct CommandTests {
         return info.st_mode & 0o777
     }
 
-    @Test("simulate writes its private keys 0600, and takes a challenge that begins with '-'")
+    @Test("simulate writes its keys 0600 and its root 0644 whatever the umask; a challenge may begin with '-'")
     func simulateSecrets() async throws {
         let directory = try Self.directory()
-        let (output, status) = try await run(["simulate", "authority", "--out", directory])
+        // Under a umask of 000 the root was written 0666, which serve refuses as a testing root.
+        let (output, status) = try await run(["simulate", "authority", "--out", directory], umask: "000")
         #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
         #expect(permissions(directory + "/authority.json") == 0o600)
+        #expect(permissions(directory + "/root.pem") == 0o644)
         let (attestOutput, attestStatus) = try await run([
             "simulate", "attest", "--dir", directory, "--app-id", "ABCDE12345.com.example.app", "--challenge",
             "-AAAAAAAAAAAAAAAAAAAAA",  // a Base64URL challenge may begin with '-': still the option's value
@@ -108,12 +116,14 @@ struct CommandTests {
         #expect(permissions(directory + "/device.json") == 0o600)
     }
 
-    @Test("stand-in writes its provider key 0600")
+    @Test("stand-in writes its provider key 0600 and its receipt root 0644 whatever the umask")
     func standInKey() async throws {
-        let key = try Self.directory() + "/stand-in.p8"
-        let (output, status) = try await run(["stand-in", "--key-out", key, "--seconds", "1"])
+        let directory = try Self.directory()
+        let key = directory + "/stand-in.p8"
+        let (output, status) = try await run(["stand-in", "--key-out", key, "--seconds", "1"], umask: "000")
         #expect(status == 0, "\(String(decoding: output, as: UTF8.self))")
         #expect(permissions(key) == 0o600)
+        #expect(permissions(directory + "/receipt-root.der") == 0o644)
     }
 
     @Test("verify --leeway 1e19 is refused with a message, not a crash")
