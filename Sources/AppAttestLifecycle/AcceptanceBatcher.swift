@@ -20,11 +20,15 @@ import Synchronization
 /// Sound because each acceptance in a batch is the same conditional statement it would be alone, applied in order
 /// within the transaction, and nobody hears an outcome before the transaction commits: a crash before the commit
 /// loses only acceptances that were never acknowledged.
+///
+/// A store that stops answering holds nobody for long: at most ``maximumPending`` acceptances wait (the next is
+/// refused `unavailable` at once), and one that waited past the store's bound for its turn is refused `unavailable`
+/// rather than committed (``PendingQueue``).
 package final class AcceptanceBatcher: Sendable {
     typealias Waiter = CheckedContinuation<AssertionAcceptanceOutcome?, any Error>
 
     private struct State {
-        var pending: [(AssertionAcceptance, Waiter)] = []
+        var pending: PendingQueue<(AssertionAcceptance, Waiter)>
         /// Workers waiting for an acceptance.
         var idle: [CheckedContinuation<Void, Never>] = []
         /// How many `run()` calls are running.
@@ -36,6 +40,12 @@ package final class AcceptanceBatcher: Sendable {
 
         /// Whether a watch (``watchForStall()``) should start for what is pending: it is marked as started.
         mutating func startWatch() -> Bool { commits.startWatch(pending: !pending.isEmpty) }
+
+        /// Up to ``maximumBatch`` acceptances to commit, and the waiters of those that waited too long.
+        mutating func take() -> (batch: [(AssertionAcceptance, Waiter)], expired: [Waiter]) {
+            let (batch, expired) = pending.take(AcceptanceBatcher.maximumBatch)
+            return (batch, expired.map(\.1))
+        }
     }
 
     private let store: any AppAttestStore
@@ -51,12 +61,25 @@ package final class AcceptanceBatcher: Sendable {
     /// How long a commit runs before it no longer holds back the next one: far beyond a commit's usual time (a few
     /// milliseconds, PostgreSQL's WAL flush included).
     package static let defaultStallThreshold = Duration.milliseconds(100)
+    /// Acceptances queued at most: about half a second of this machine's busiest load, thousands of times what a
+    /// store that answers leaves waiting.
+    package static let maximumPending = 4_096
+    /// How long an acceptance waits for its turn on a store that does not say how long its operations may take.
+    package static let defaultQueueDeadline = Duration.seconds(5)
 
-    /// - Parameter stallThreshold: how long a commit runs before another may start beside it (tests shorten it).
-    package init(store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold) {
+    /// - Parameters:
+    ///   - stallThreshold: how long a commit runs before another may start beside it (tests shorten it).
+    ///   - queueDeadline: how long an acceptance may wait for its turn; by default the store's bound on an operation
+    ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``defaultQueueDeadline``.
+    package init(
+        store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil
+    ) {
         self.store = store
+        let deadline =
+            queueDeadline ?? (store as? any StoreOperationsAreBounded)?.operationBound ?? Self.defaultQueueDeadline
         state = Mutex(
             State(
+                pending: PendingQueue(limit: Self.maximumPending, deadline: deadline),
                 commits: InFlight(
                     limit: Self.maximumFlushes, stalledLimit: Self.maximumStalledFlushes, threshold: stallThreshold)))
     }
@@ -70,17 +93,21 @@ package final class AcceptanceBatcher: Sendable {
         do {
             queued = try await withCheckedThrowingContinuation { (waiter: Waiter) in
                 let (enqueued, worker, watch) = state.withLock {
-                    state -> (Bool, CheckedContinuation<Void, Never>?, Bool) in
+                    state -> (Bool?, CheckedContinuation<Void, Never>?, Bool) in
                     // Queued only while a run that is not stopping will take it.
                     guard state.runs > state.stopping.count else { return (false, nil, false) }
-                    state.pending.append((acceptance, waiter))
+                    guard state.pending.append((acceptance, waiter)) else { return (nil, nil, false) }
                     // A worker is woken only when it may commit; otherwise the one committing takes this next, or,
                     // should that commit stall first, a worker the watch (``watchForStall()``) wakes then.
                     if state.commits.mayBegin() { return (true, state.idle.popLast(), false) }
                     return (true, nil, state.startWatch())
                 }
                 if watch { Task { await self.watchForStall() } }
-                if enqueued { worker?.resume() } else { waiter.resume(returning: nil) }
+                switch enqueued {
+                case true?: worker?.resume()
+                case false?: waiter.resume(returning: nil)
+                case nil: waiter.resume(throwing: state.withLock { $0.pending.refusal(expired: false, "acceptance") })
+                }
             }
         } catch let error as StoreError {
             throw error
@@ -120,7 +147,8 @@ package final class AcceptanceBatcher: Sendable {
             }
             // Other runs' workers take what is pending; the last run commits it (nothing is queued any more).
             while last {
-                let batch = state.withLock { take(from: &$0) }
+                let (batch, expired) = state.withLock { $0.take() }
+                refuse(expired)
                 if batch.isEmpty { break }
                 await commit(batch)
             }
@@ -145,7 +173,9 @@ package final class AcceptanceBatcher: Sendable {
     private func work(run id: Int) async {
         enum Step {
             /// With whether a watch starts for what this batch left pending.
-            case commit([(AssertionAcceptance, Waiter)], token: Int, watch: Bool)
+            case commit([(AssertionAcceptance, Waiter)], token: Int, watch: Bool, refusing: [Waiter])
+            /// Those that waited too long, refused; then the worker looks again.
+            case refuse([Waiter])
             case wait
             /// With the idle worker to wake when what is pending may be committed now: a worker of another run, which
             /// no acceptance wakes while one is committing (nobody else would take what is pending).
@@ -159,20 +189,24 @@ package final class AcceptanceBatcher: Sendable {
                 let stopping = state.stopping.contains(id)
                 if stopping, state.runs > state.stopping.count { return .leave(handingOffTo: handOff()) }
                 if state.commits.mayBegin() {
-                    let batch = take(from: &state)
+                    let (batch, expired) = state.take()
                     if !batch.isEmpty {
                         let token = state.commits.begin()
-                        return .commit(batch, token: token, watch: state.startWatch())
+                        return .commit(batch, token: token, watch: state.startWatch(), refusing: expired)
                     }
+                    if !expired.isEmpty { return .refuse(expired) }
                 }
                 // What is pending and not taken here, the worker committing takes next: a stopping worker may go.
                 return stopping ? .leave(handingOffTo: handOff()) : .wait
             }
             switch step {
-            case .commit(let batch, let token, let watch):
+            case .commit(let batch, let token, let watch, let expired):
                 if watch { Task { await self.watchForStall() } }
+                refuse(expired)
                 await commit(batch)
                 state.withLock { $0.commits.end(token) }
+            case .refuse(let expired):
+                refuse(expired)
             case .leave(let next):
                 next?.resume()
                 return
@@ -216,10 +250,11 @@ package final class AcceptanceBatcher: Sendable {
         }
     }
 
-    private func take(from state: inout State) -> [(AssertionAcceptance, Waiter)] {
-        let batch = Array(state.pending.prefix(Self.maximumBatch))
-        state.pending.removeFirst(batch.count)
-        return batch
+    /// Refuses acceptances that waited past the queue's deadline: never sent to the store, so none is applied.
+    private func refuse(_ expired: [Waiter]) {
+        guard !expired.isEmpty else { return }
+        let error = state.withLock { $0.pending.refusal(expired: true, "acceptance") }
+        for waiter in expired { waiter.resume(throwing: error) }
     }
 
     private func commit(_ batch: [(AssertionAcceptance, Waiter)]) async {

@@ -1,3 +1,5 @@
+import AppAttestStore
+
 /// What a batcher has in flight (its key reads, its commits) and when each began, so that one that hangs (a
 /// connection that stopped answering) does not hold back everything queued behind it until the store's deadline: only
 /// those that began less than `threshold` ago count against `limit`, and `stalledLimit` bounds them all.
@@ -79,5 +81,51 @@ struct InFlight {
 
     mutating func end(_ token: Int) {
         if let index = started.firstIndex(where: { $0.token == token }) { started.remove(at: index) }
+    }
+}
+
+/// What a batcher has queued for its next store operation (acceptances for a commit, misses for a read), with when
+/// each was queued. A store that stops answering fails each operation only at its deadline, a batch at a time, while
+/// requests keep arriving: so at most ``limit`` wait (the next is refused at once), and those that waited longer than
+/// ``deadline`` when a batch is taken are handed back as expired instead of going to the store (never sent, so
+/// nothing of theirs is applied). A request waits for its turn about ``deadline`` at most, and up to one more of the
+/// store's deadlines when every operation in flight hangs.
+struct PendingQueue<Element> {
+    /// Queued at most.
+    let limit: Int
+    /// How long one may wait for its turn.
+    let deadline: Duration
+    private var items: [(element: Element, at: ContinuousClock.Instant)] = []
+
+    init(limit: Int, deadline: Duration) {
+        self.limit = limit
+        self.deadline = deadline
+    }
+
+    var isEmpty: Bool { items.isEmpty }
+
+    /// Queues `element`; false, and nothing queued, when ``limit`` wait already.
+    mutating func append(_ element: Element) -> Bool {
+        guard items.count < limit else { return false }
+        items.append((element, .now))
+        return true
+    }
+
+    /// Up to `room` elements, the first queued first, and those that waited past ``deadline``, both taken out.
+    mutating func take(_ room: Int) -> (batch: [Element], expired: [Element]) {
+        // Queued in order: the expired are a prefix.
+        let oldest = ContinuousClock.now - deadline
+        let expiredCount = items.prefix { $0.at < oldest }.count
+        let expired = items.prefix(expiredCount).map(\.element)
+        let batch = items.dropFirst(expiredCount).prefix(room).map(\.element)
+        items.removeFirst(expiredCount + batch.count)
+        return (batch, expired)
+    }
+
+    /// The refusal of an element that waited past ``deadline``, or of one refused because ``limit`` wait.
+    func refusal(expired: Bool, _ what: String) -> StoreError {
+        expired
+            ? StoreError(.unavailable, "the store is behind: \(what) waited over \(deadline) for its turn")
+            : StoreError(.unavailable, "the store is behind: \(limit) \(what)s wait already")
     }
 }

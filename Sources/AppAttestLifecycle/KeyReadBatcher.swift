@@ -23,7 +23,7 @@ package final class KeyReadBatcher: Sendable {
     typealias Waiter = CheckedContinuation<KeyRecord?, any Error>
 
     private struct State {
-        var pending: [(KeyID, Waiter)] = []
+        var pending: PendingQueue<(KeyID, Waiter)>
         var reads: InFlight
 
         /// A read slot's token when one may be taken now.
@@ -31,6 +31,12 @@ package final class KeyReadBatcher: Sendable {
 
         /// Whether a watch (``watchForStall()``) should start for what is pending: it is marked as started.
         mutating func startWatch() -> Bool { reads.startWatch(pending: !pending.isEmpty) }
+
+        /// Up to `room` misses to read, and the waiters of those that waited too long.
+        mutating func take(room: Int) -> (batch: [(KeyID, Waiter)], expired: [Waiter]) {
+            let (batch, expired) = pending.take(room)
+            return (batch, expired.map(\.1))
+        }
     }
 
     private let store: any AppAttestStore
@@ -50,14 +56,26 @@ package final class KeyReadBatcher: Sendable {
     package static let defaultStallThreshold = Duration.milliseconds(100)
     /// The most keys in one read.
     static let maximumBatch = 64
+    /// Misses queued at most (the next is refused `unavailable` at once), and how long one waits for its turn on a
+    /// store that does not say how long its operations may take: as ``AcceptanceBatcher``'s.
+    package static let maximumPending = AcceptanceBatcher.maximumPending
 
-    /// - Parameter stallThreshold: how long a read runs before another may start beside it (tests shorten it).
-    package init(store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold) {
+    /// - Parameters:
+    ///   - stallThreshold: how long a read runs before another may start beside it (tests shorten it).
+    ///   - queueDeadline: how long a miss may wait for its turn; by default the store's bound on an operation
+    ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``AcceptanceBatcher/defaultQueueDeadline``.
+    package init(
+        store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil
+    ) {
         self.store = store
         leanStore = store as? any KeyReadsWithoutReceipts
         unchangingStore = store as? any KeyReadsWithoutCounters
+        let deadline =
+            queueDeadline ?? (store as? any StoreOperationsAreBounded)?.operationBound
+            ?? AcceptanceBatcher.defaultQueueDeadline
         state = Mutex(
             State(
+                pending: PendingQueue(limit: Self.maximumPending, deadline: deadline),
                 reads: InFlight(
                     limit: Self.maximumReads,
                     stalledLimit: store is any KeyReadsHoldTheCallingThread
@@ -86,13 +104,16 @@ package final class KeyReadBatcher: Sendable {
         guard let slot else {
             do {
                 return try await withCheckedThrowingContinuation { (waiter: Waiter) in
-                    let (freed, watch) = state.withLock { state -> (Int?, Bool) in
+                    let (freed, watch, full) = state.withLock { state -> (Int?, Bool, StoreError?) in
                         // A read slot freed since: take it and read, rather than wait for a read nobody will start.
                         // Taken here, under the lock, so that reads in flight never exceed the limit.
-                        if let slot = state.takeSlot() { return (slot, false) }
-                        state.pending.append((keyID, waiter))
-                        return (nil, state.startWatch())
+                        if let slot = state.takeSlot() { return (slot, false, nil) }
+                        guard state.pending.append((keyID, waiter)) else {
+                            return (nil, false, state.pending.refusal(expired: false, "key read"))
+                        }
+                        return (nil, state.startWatch(), nil)
                     }
+                    if let full { waiter.resume(throwing: full) }
                     if let freed { Task { await self.readAlone(keyID, waiter, slot: freed) } }
                     if watch { Task { await self.watchForStall() } }
                 }
@@ -103,9 +124,11 @@ package final class KeyReadBatcher: Sendable {
             }
         }
         // This caller's key, with what is pending.
-        let (others, watch) = state.withLock { state in
-            (take(from: &state, room: Self.maximumBatch - 1), state.startWatch())
+        let (others, expired, watch) = state.withLock { state in
+            let (others, expired) = state.take(room: Self.maximumBatch - 1)
+            return (others, expired, state.startWatch())
         }
+        refuse(expired)
         // More than a read holds: the rest waits for this read, or for its stall.
         if watch { Task { await self.watchForStall() } }
         let records: [KeyID: KeyRecord]
@@ -150,19 +173,20 @@ package final class KeyReadBatcher: Sendable {
     /// watch, should it stall too), so that no more than ``maximumReads`` run that have not stalled.
     private func drain(_ slot: Int) async {
         while true {
-            let (batch, watch) = state.withLock { state -> ([(KeyID, Waiter)], Bool) in
+            let (batch, expired, watch) = state.withLock { state -> ([(KeyID, Waiter)], [Waiter], Bool) in
                 guard state.reads.mayRestart(slot) else {
                     state.reads.end(slot)
-                    return ([], state.startWatch())
+                    return ([], [], state.startWatch())
                 }
-                let batch = take(from: &state, room: Self.maximumBatch)
+                let (batch, expired) = state.take(room: Self.maximumBatch)
                 if batch.isEmpty {
                     state.reads.end(slot)
-                    return (batch, false)
+                    return (batch, expired, false)
                 }
                 state.reads.restart(slot)
-                return (batch, state.startWatch())
+                return (batch, expired, state.startWatch())
             }
+            refuse(expired)
             if watch { Task { await self.watchForStall() } }
             if batch.isEmpty { return }
             do {
@@ -195,10 +219,11 @@ package final class KeyReadBatcher: Sendable {
         }
     }
 
-    private func take(from state: inout State, room: Int) -> [(KeyID, Waiter)] {
-        let batch = Array(state.pending.prefix(room))
-        state.pending.removeFirst(batch.count)
-        return batch
+    /// Refuses misses that waited past the queue's deadline (never read).
+    private func refuse(_ expired: [Waiter]) {
+        guard !expired.isEmpty else { return }
+        let error = state.withLock { $0.pending.refusal(expired: true, "key read") }
+        for waiter in expired { waiter.resume(throwing: error) }
     }
 
     private func read(_ keyIDs: [KeyID]) async throws(StoreError) -> [KeyID: KeyRecord] {

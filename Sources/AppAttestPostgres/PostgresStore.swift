@@ -341,4 +341,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         }
     }
 }
+
+extension PostgresAppAttestStore: StoreOperationsAreBounded {
+    package var operationBound: Duration { operationTimeout }
+}
 #endif  // PostgreSQL

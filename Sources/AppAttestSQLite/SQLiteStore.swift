@@ -22,6 +22,9 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     package let checkpointer: SQLiteCheckpointer
     /// The database file.
     public let path: String
+    /// How long a write may wait for another process's lock, and at least a second: what the service's batchers let a
+    /// request wait for its turn (``AppAttestStore/StoreOperationsAreBounded``).
+    package let operationBound: Duration
 
     /// Opens (creating if needed) the database at `path` and migrates its schema.
     /// - Parameters:
@@ -104,6 +107,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                 metadata: ["path": "\(path)"])
         }
         self.path = path
+        operationBound = .milliseconds(max(1_000, Int64(Self.busyTimeoutMilliseconds(busyTimeout))))
         // Absolute, so that a later change of the working directory sends no new connection to another file.
         let absolute =
             path.hasPrefix("/") ? path : URL(fileURLWithPath: path, isDirectory: false).standardizedFileURL.path
@@ -293,5 +297,5 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     }
 }
 
-extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread, KeyReadsWithoutCounters {}
+extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread, KeyReadsWithoutCounters, StoreOperationsAreBounded {}
 #endif  // SQLite

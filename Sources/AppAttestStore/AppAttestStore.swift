@@ -160,3 +160,11 @@ package protocol KeyReadsWithoutCounters: KeyReadsWithoutReceipts {
     /// each with counter 0 and no revocation, whatever is stored.
     func keysWithoutCounters(withIDs keyIDs: [KeyID]) async throws(StoreError) -> [KeyRecord]
 }
+
+/// A store whose operations give up after a bound (PostgreSQL's operation timeout, SQLite's busy timeout): the
+/// service's batchers fail what has waited longer than that for its turn, rather than queue it behind a store that
+/// stopped answering for as long as the outage lasts.
+package protocol StoreOperationsAreBounded: AppAttestStore {
+    /// How long one operation may take before the store gives up on it.
+    var operationBound: Duration { get }
+}

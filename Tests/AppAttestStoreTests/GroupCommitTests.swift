@@ -146,6 +146,49 @@ struct GroupCommitTests {
         #expect(log.cancelled.withLock { $0 } == 0, "a batch was handed to the store from a cancelled task")
     }
 
+    @Test(
+        "behind a store that stopped answering, acceptances wait neither in unbounded numbers nor past the deadline",
+        .timeLimit(.minutes(1)))
+    func queueBounds() async throws {
+        let open = Mutex(false)
+        let handed = Mutex(0)
+        let committed = Mutex(0)
+        // Every batch waits at the gate (a store that stopped answering), then counts what it was handed.
+        let store = ObservedAppAttestStore(MemoryAppAttestStore()) { batch in
+            handed.withLock { $0 += 1 }
+            while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+            committed.withLock { $0 += batch.count }
+        }
+        // No commit counts as stalled: what queues waits for the one in flight.
+        let batcher = AcceptanceBatcher(
+            store: store, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(300))
+        let running = Task { await batcher.run() }
+        while !batcher.isRunning { await Task.yield() }
+        let first = Task { await Self.acceptAll(batcher, count: 1) }
+        while handed.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // As many as may wait: the next one is refused at once, while the store still hangs.
+        let queued = Task { await Self.acceptAll(batcher, count: AcceptanceBatcher.maximumPending) }
+        try await Task.sleep(for: .milliseconds(200))
+        let (refusedAtOnce, extra) = try await finishes(within: .seconds(5)) {
+            await Self.acceptAll(batcher, count: 1)
+        }
+        #expect(refusedAtOnce, "an acceptance beyond the queue's bound waited for the store")
+        open.withLock { $0 = refusedAtOnce ? false : true }
+        #expect(try await extra.value == [nil])
+        // Past the deadline, what waited is refused when the hung commit ends, not handed to the store.
+        try await Task.sleep(for: .milliseconds(300))
+        open.withLock { $0 = true }
+        #expect(await first.value == [.unknownKey])
+        let outcomes = await queued.value
+        #expect(outcomes.count == AcceptanceBatcher.maximumPending)
+        #expect(outcomes.allSatisfy { $0 == nil }, "an acceptance that waited past the deadline was committed")
+        #expect(committed.withLock { $0 } == 1)
+        // The queue works again at once.
+        #expect(await Self.acceptAll(batcher, count: 3) == [.unknownKey, .unknownKey, .unknownKey])
+        running.cancel()
+        await running.value
+    }
+
     @Test("two runs, one stopped while its worker commits: what queued meanwhile goes to the other's workers")
     func overlappingRuns() async throws {
         let held = Mutex(true)

@@ -300,6 +300,38 @@ struct KeyCacheTests {
         #expect(try await first.value?.keyID == records[0].keyID)
     }
 
+    @Test("misses queued behind a read that hangs past the deadline are refused, never read", .timeLimit(.minutes(1)))
+    func queuedPastTheDeadline() async throws {
+        let store = MemoryAppAttestStore()
+        let records = (0..<8).map { TestKeys.record(2_720 + $0) }
+        for record in records { _ = try await store.insertKey(record) }
+        let open = Mutex(false)
+        let read = Mutex<[KeyID]>([])
+        // Every read waits at the gate (a store that stopped answering).
+        let observed = ObservedAppAttestStore(
+            store,
+            aroundKeyRead: { keyIDs in
+                guard let keyIDs else { return }
+                read.withLock { $0 += keyIDs }
+                while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+            })
+        // No read counts as stalled: what queues waits for the one in flight.
+        let batcher = KeyReadBatcher(store: observed, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(200))
+        let first = Task { try await batcher.key(records[0].keyID) }
+        while read.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
+        let queued = records[1...].map { record in Task { try await batcher.key(record.keyID) } }
+        try await Task.sleep(for: .milliseconds(400))
+        open.withLock { $0 = true }
+        #expect(try await first.value?.keyID == records[0].keyID)
+        for miss in queued {
+            await #expect(throws: StoreError.self, "a miss that waited past the deadline was read") {
+                try await miss.value
+            }
+        }
+        #expect(read.withLock { $0 } == [records[0].keyID])
+        #expect(try await batcher.key(records[1].keyID)?.keyID == records[1].keyID)
+    }
+
     @Test(
         "misses beyond one read's batch, queued behind reads that hang, are read once those reads stall",
         .timeLimit(.minutes(1)))
