@@ -316,7 +316,8 @@ struct KeyCacheTests {
                 while !open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
             })
         // No read counts as stalled: what queues waits for the one in flight.
-        let batcher = KeyReadBatcher(store: observed, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(200))
+        let batcher = KeyReadBatcher(
+            store: observed, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(200))
         let first = Task { try await batcher.key(records[0].keyID) }
         while read.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
         let queued = records[1...].map { record in Task { try await batcher.key(record.keyID) } }
