@@ -118,6 +118,10 @@ private final class Builder {
                 entries.reserveCapacity(frame.items.count / 2)
                 var seen = Set<CBORValue>()
                 for index in stride(from: 0, to: frame.items.count, by: 2) {
+                    switch frame.items[index] {
+                    case .unsignedInteger, .negativeInteger, .textString, .byteString: break
+                    default: return fail(.unsupportedMapKey)
+                    }
                     guard seen.insert(frame.items[index]).inserted else { return fail(.duplicateMapKey) }
                     entries.append(CBORMapEntry(key: frame.items[index], value: frame.items[index + 1]))
                 }

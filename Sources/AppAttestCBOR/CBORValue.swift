@@ -78,6 +78,7 @@ package struct CBORError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let indefiniteLength = Code("indefiniteLength")
         package static let invalidUTF8 = Code("invalidUTF8")
         package static let duplicateMapKey = Code("duplicateMapKey")
+        package static let unsupportedMapKey = Code("unsupportedMapKey")
         package static let malformed = Code("malformed")
     }
 
@@ -114,6 +115,10 @@ package struct CBORError: Error, Sendable, Hashable, CustomStringConvertible {
     package static let invalidUTF8 = CBORError(.invalidUTF8, "a CBOR text string is not valid UTF-8")
     /// A map has the same key twice.
     package static let duplicateMapKey = CBORError(.duplicateMapKey, "a CBOR map repeats a key")
+    /// A map key that is not an integer or a text or byte string: App Attest and COSE use no other, and one that
+    /// never equals itself (a NaN, or a container holding one) would make the duplicate check quadratic.
+    package static let unsupportedMapKey = CBORError(
+        .unsupportedMapKey, "a CBOR map key is not an integer or a text or byte string")
     /// A reserved or malformed initial byte.
     package static let malformed = CBORError(.malformed, "malformed CBOR")
 }

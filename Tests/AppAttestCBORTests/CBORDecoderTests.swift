@@ -64,6 +64,15 @@ struct CBORDecoderTests {
         ("lone break", [0xFF], .indefiniteLength),
         ("invalid UTF-8", [0x62, 0xC3, 0x28], .invalidUTF8),
         ("duplicate map key", [0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02], .duplicateMapKey),
+        // A NaN never equals itself: such keys were never found repeated, and each one's insertion compared it with
+        // every key before it (all hash alike).
+        ("NaN map keys", [0xA2, 0xF9, 0x7E, 0x00, 0x01, 0xF9, 0x7E, 0x00, 0x02], .unsupportedMapKey),
+        ("array map key", [0xA1, 0x81, 0x01, 0x02], .unsupportedMapKey),
+        (
+            "16,383 NaN map keys",
+            [0xB9, 0x3F, 0xFF] + Array(repeating: [0xF9, 0x7E, 0x00, 0x00], count: 16_383).joined(),
+            .unsupportedMapKey
+        ),
         ("reserved additional info", [0x1C], .malformed),
         ("reserved simple value", [0xFC], .malformed),
         ("tag without content", [0xC1], .declaredLengthExceedsInput),
