@@ -71,15 +71,17 @@ package final class AcceptanceBatcher: Sendable {
     ///   - stallThreshold: how long a commit runs before another may start beside it (tests shorten it).
     ///   - queueDeadline: how long an acceptance may wait for its turn; by default the store's bound on an operation
     ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``defaultQueueDeadline``.
+    ///   - maximumPending: how many may wait (tests lower it).
     package init(
-        store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil
+        store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil,
+        maximumPending: Int = maximumPending
     ) {
         self.store = store
         let deadline =
             queueDeadline ?? (store as? any StoreOperationsAreBounded)?.operationBound ?? Self.defaultQueueDeadline
         state = Mutex(
             State(
-                pending: PendingQueue(limit: Self.maximumPending, deadline: deadline),
+                pending: PendingQueue(limit: maximumPending, deadline: deadline),
                 commits: InFlight(
                     limit: Self.maximumFlushes, stalledLimit: Self.maximumStalledFlushes, threshold: stallThreshold)))
     }

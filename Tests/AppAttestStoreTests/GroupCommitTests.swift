@@ -161,13 +161,13 @@ struct GroupCommitTests {
         }
         // No commit counts as stalled: what queues waits for the one in flight.
         let batcher = AcceptanceBatcher(
-            store: store, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(300))
+            store: store, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(300), maximumPending: 32)
         let running = Task { await batcher.run() }
         while !batcher.isRunning { await Task.yield() }
         let first = Task { await Self.acceptAll(batcher, count: 1) }
         while handed.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
         // As many as may wait: the next one is refused at once, while the store still hangs.
-        let queued = Task { await Self.acceptAll(batcher, count: AcceptanceBatcher.maximumPending) }
+        let queued = Task { await Self.acceptAll(batcher, count: 32) }
         try await Task.sleep(for: .milliseconds(200))
         let (refusedAtOnce, extra) = try await finishes(within: .seconds(5)) {
             await Self.acceptAll(batcher, count: 1)
@@ -180,7 +180,7 @@ struct GroupCommitTests {
         open.withLock { $0 = true }
         #expect(await first.value == [.unknownKey])
         let outcomes = await queued.value
-        #expect(outcomes.count == AcceptanceBatcher.maximumPending)
+        #expect(outcomes.count == 32)
         #expect(outcomes.allSatisfy { $0 == nil }, "an acceptance that waited past the deadline was committed")
         #expect(committed.withLock { $0 } == 1)
         // The queue works again at once.
