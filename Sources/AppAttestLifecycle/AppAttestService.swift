@@ -122,11 +122,12 @@ public struct AppAttestService: Sendable {
     /// Every outstanding challenge counts against ``ChallengeLimits/total``, and those of one `issuer` against
     /// ``ChallengeLimits/perIssuer``: beyond either, a challenge not reserved for a key is refused,
     /// ``AppAttestServiceError/Code/tooManyChallenges``. A challenge reserved for a key is refused by neither: it is
-    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey``, so that
+    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey`` per issuer, so that
     /// callers who fill the total (the open challenge route, from many addresses) cannot stop registered devices'
     /// requests, and a backend that asks for its devices' challenges is not held to one issuer's share. A challenge
-    /// reserved for a key or a user never fails for that key's or user's limit either: it replaces their oldest
-    /// outstanding one, so that nobody can lock a device out of challenges by asking for them in its name.
+    /// reserved for a key or a user never fails for that key's or user's limit either: it replaces the oldest outstanding
+    /// one that the same issuer asked for, so that nobody can lock a device out of challenges by asking for them in
+    /// its name.
     /// - Parameters:
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
     ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.
