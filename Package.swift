@@ -393,7 +393,10 @@ let package = Package(
         ),
         .testTarget(
             name: "AppAttestCommandTests",
-            dependencies: ["appattest", "appattest-dev", "AppAttestStore", "AppAttestLifecycle", "AppAttestTesting"],
+            dependencies: [
+                "appattest", "appattest-dev", "AppAttestStore", "AppAttestLifecycle", "AppAttestTesting",
+                "AppAttestCommandSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "AppAttestTestingTests",

@@ -83,7 +83,9 @@ package indirect enum Report {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 {
+                // Escaped as `Terminal.safe` escapes text: controls (C0, DEL, C1 with its 8-bit CSI) and the bidi
+                // overrides, which a hostile attestation, receipt or certificate would otherwise put on a terminal.
+                if Terminal.isUnsafe(scalar) {
                     out += String(format: "\\u%04x", scalar.value)
                 } else {
                     out.unicodeScalars.append(scalar)
@@ -143,13 +145,21 @@ package enum Terminal {
                 break
             }
             count += 1
-            switch scalar.value {
-            case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069:
+            if isUnsafe(scalar) {
                 out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-            default:
+            } else {
                 out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    /// Whether a terminal would act on `scalar` rather than show it: a control character (C0, DEL, C1) or a bidi
+    /// override or isolate.
+    static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 }

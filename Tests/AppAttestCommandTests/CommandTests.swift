@@ -1,3 +1,4 @@
+import AppAttestCommandSupport
 import AppAttestTesting
 import Foundation
 import Testing
@@ -46,6 +47,16 @@ struct CommandTests {
         let path = NSTemporaryDirectory() + "appattest-command-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
+    }
+
+    @Test("--json escapes what a terminal would act on: C0, DEL, C1 (8-bit CSI) and bidi overrides")
+    func jsonEscapes() throws {
+        let hostile = "a\u{1B}[2J\u{7F}\u{9B}31m\u{202E}b\u{2066}é"
+        let json = Report.object([("k", .text(hostile))]).json()
+        #expect(json == #"{"k":"a\u001b[2J\u007f\u009b31m\u202eb\u2066é"}"#)
+        // Still JSON, and the same text once decoded.
+        let decoded = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: String]
+        #expect(decoded == ["k": hostile])
     }
 
     @Test("vectors: escape sequences and forged lines in a hostile file are printed escaped, never raw")
