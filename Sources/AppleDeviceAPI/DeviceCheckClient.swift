@@ -53,11 +53,11 @@ public struct DeviceCheckClient: Sendable {
     ///   - tokens: the provider token source (share one per credentials).
     ///   - environment: the DeviceCheck host to call.
     ///   - endpoint: another base URL instead (a stand-in server in tests).
-    ///   - httpClient: the client to use; `HTTPClient.shared` by default.
+    ///   - httpClient: the client to use; by default `HTTPClient.appleAPI`, which follows no redirect.
     ///   - timeout: per attempt, in seconds.
     public init(
         tokens: ProviderTokenSource, environment: AppAttestEnvironment, endpoint: AppleEndpoint? = nil,
-        httpClient: HTTPClient = .shared, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
+        httpClient: HTTPClient = .appleAPI, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
         logger: Logger = Logger(label: "AppleDeviceAPI.DeviceCheck", factory: { _ in SwiftLogNoOpLogHandler() }),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {

@@ -45,7 +45,7 @@ public struct ReceiptRefreshClient: Sendable {
     public init(
         tokens: ProviderTokenSource, environment: AppAttestEnvironment, endpoint: AppleEndpoint? = nil,
         validator: AppAttestReceiptValidator, authorizationStyle: AuthorizationStyle = .bareToken,
-        httpClient: HTTPClient = .shared, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
+        httpClient: HTTPClient = .appleAPI, timeout: TimeInterval = 10, retry: RetryPolicy = .init(),
         logger: Logger = Logger(label: "AppleDeviceAPI.ReceiptRefresh", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.tokens = tokens

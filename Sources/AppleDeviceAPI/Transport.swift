@@ -1,5 +1,5 @@
 #if AppleServerAPI
-import AsyncHTTPClient
+public import AsyncHTTPClient
 public import Foundation
 import Logging
 import NIOCore
@@ -54,6 +54,17 @@ public struct AppleEndpoint: Sendable, Hashable {
     }
 
     init(trusted baseURL: String) { self.baseURL = baseURL }
+}
+
+extension HTTPClient {
+    /// The clients' default: `HTTPClient.shared`'s configuration, but redirects are not followed. Apple's endpoints
+    /// answer without one, and a redirect (a hostile endpoint, an intercepting proxy) would otherwise carry the device
+    /// token or the receipt, which a 307 or 308 posts again, to another host, or from https to http.
+    public static let appleAPI: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 }
 
 /// Sends POSTs with timeouts, bounded bodies and retries.

@@ -38,6 +38,20 @@ struct DeviceCheckClientTests {
         await server.stop()
     }
 
+    @Test("a redirect is not followed: the device token goes to no other host")
+    func noRedirect() async throws {
+        let elsewhere = AppleServerStandIn(
+            keys: [.init(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: Self.key.publicKey)],
+            receiptAuthority: try TestReceiptAuthority())
+        let other = try await elsewhere.start()
+        try await withStandIn(retry: .none) { server, client, _ in
+            await server.enqueue(status: 307, body: "", headers: ["Location": "\(other)/v1/query_two_bits"])
+            await #expect(throws: AppleAPIError.self) { try await client.queryTwoBits(deviceToken: Self.token) }
+        }
+        #expect(await elsewhere.requestCount == 0, "the request was sent again where the redirect pointed")
+        await elsewhere.stop()
+    }
+
     @Test("bits: not set, then set with the month; validation")
     func bits() async throws {
         try await withStandIn { server, client, _ in
