@@ -31,15 +31,20 @@ extension AppAttestService {
         let interval = max(requested, .seconds(1))
         while !Task.isCancelled {
             do { try await Task.sleep(for: interval) } catch { return }
+            // Each purge on its own: one that fails (a backlog past the store's deadline) does not stop the other.
             do {
                 let deleted = try await purgeExpiredChallenges()
                 if deleted > 0 { logger.debug("expired challenges deleted", metadata: ["count": "\(deleted)"]) }
+            } catch {
+                logger.warning("purging expired challenges failed", metadata: ["error": "\(error.code)"])
+            }
+            do {
                 let events = try await purgeExpiredEvents()
                 if events > 0 {
                     logger.debug("key events past their retention deleted", metadata: ["count": "\(events)"])
                 }
             } catch {
-                logger.warning("purging expired challenges or events failed", metadata: ["error": "\(error.code)"])
+                logger.warning("purging key events past their retention failed", metadata: ["error": "\(error.code)"])
             }
         }
     }

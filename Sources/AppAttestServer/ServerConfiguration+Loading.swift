@@ -69,11 +69,12 @@ extension ServerConfiguration {
             if value == "off" {
                 rateLimit = nil
             } else {
-                let parts = value.split(separator: "/").compactMap { Double($0) }
-                guard parts.count == 2 else {
+                // Exactly two numbers: `x/100/200` or `/100/200` is refused, not read as 100/200.
+                let parts = value.split(separator: "/", omittingEmptySubsequences: false).map { Double($0) }
+                guard parts.count == 2, let rate = parts[0], let burst = parts[1] else {
                     throw ServerConfigurationError("APPATTEST_RATE_LIMIT is RATE/BURST or off")
                 }
-                rateLimit = RateLimit(requestsPerSecond: parts[0], burst: parts[1])
+                rateLimit = RateLimit(requestsPerSecond: rate, burst: burst)
             }
         }
         func number(_ name: String) throws(ServerConfigurationError) -> Double? {
@@ -110,11 +111,17 @@ extension ServerConfiguration {
         if let value = try number("APPATTEST_KEY_EVENT_RETENTION_DAYS") { keyEventRetentionDays = value }
         if let value = environment["APPATTEST_TESTING_ROOT"] { testingRootCertificate = value }
         if let value = environment["APPATTEST_TESTING_RECEIPT_ROOT"] { testingReceiptRootCertificate = value }
-        if let team = environment["APPATTEST_APPLE_TEAM_ID"], let key = environment["APPATTEST_APPLE_KEY_ID"],
-            let file = environment["APPATTEST_APPLE_PRIVATE_KEY_FILE"]
-        {
+        // All three, or none: one or two set (a secret that did not mount) would silently turn receipt refresh off.
+        let appleNames = ["APPATTEST_APPLE_TEAM_ID", "APPATTEST_APPLE_KEY_ID", "APPATTEST_APPLE_PRIVATE_KEY_FILE"]
+        let appleValues = appleNames.compactMap { environment[$0] }
+        if appleValues.count == appleNames.count {
             apple = Apple(
-                teamId: team, keyId: key, privateKeyFile: file, endpoint: environment["APPATTEST_APPLE_ENDPOINT"])
+                teamId: appleValues[0], keyId: appleValues[1], privateKeyFile: appleValues[2],
+                endpoint: environment["APPATTEST_APPLE_ENDPOINT"])
+        } else if !appleValues.isEmpty || environment["APPATTEST_APPLE_ENDPOINT"] != nil {
+            let missing = appleNames.filter { environment[$0] == nil }.joined(separator: ", ")
+            throw ServerConfigurationError(
+                "Apple's API needs \(missing) as well (or none of the APPATTEST_APPLE_ settings)")
         }
     }
 }

@@ -50,6 +50,9 @@ struct ServeCommand: AsyncParsableCommand {
         case "text": break
         default: throw ValidationError("unknown log format \(Terminal.safe(logFormat, limit: 32))")
         }
+        // A SIGHUP before the reloader below traps it (a configuration sidecar signalling a pod that is still
+        // migrating its store) is ignored, rather than ending the process as its default action does.
+        signal(SIGHUP, SIG_IGN)
         var logger = Logger(label: "appattest.serve")
         logger.logLevel = level
         let configuration = try loadConfiguration(logger: logger)

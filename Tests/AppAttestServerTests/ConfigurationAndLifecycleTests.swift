@@ -71,6 +71,12 @@ struct ConfigurationTests {
             // An empty permission list (an unset variable) is not every permission, nor an empty token a permission.
             ["APPATTEST_TOKENS": "ro:0123456789abcdef0:"], ["APPATTEST_TOKENS": "ro::0123456789abcdef0"],
             ["APPATTEST_TOKENS": "ro:0123456789abcdef0:read+"], ["APPATTEST_TOKENS": ":0123456789abcdef0"],
+            // Not two numbers: a third part, or an empty one, is not dropped.
+            ["APPATTEST_RATE_LIMIT": "x/100/200"], ["APPATTEST_RATE_LIMIT": "/100/200"],
+            ["APPATTEST_RATE_LIMIT": "100//200"],
+            // Apple's API needs its three settings: one or two (a secret that did not mount) is not "off".
+            ["APPATTEST_APPLE_TEAM_ID": "TEAM123456", "APPATTEST_APPLE_KEY_ID": "KEY1234567"],
+            ["APPATTEST_APPLE_PRIVATE_KEY_FILE": "/run/secrets/apple.p8"],
         ] {
             var copy = configuration
             #expect(throws: ServerConfigurationError.self) { try copy.apply(environment: bad) }
