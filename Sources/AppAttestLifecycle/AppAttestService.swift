@@ -119,12 +119,12 @@ public struct AppAttestService: Sendable {
     /// spent here, before the device asks Apple for an attestation, so that a fleet re-attesting at once (a lost key
     /// table, a release that discards keys) reaches Apple at the budget's pace.
     ///
-    /// Every outstanding challenge counts against ``ChallengeLimits/total``, and those of one `issuer` against
-    /// ``ChallengeLimits/perIssuer``: beyond either, a challenge not reserved for a key is refused,
+    /// Every outstanding challenge reserved for no key counts against ``ChallengeLimits/total``, and every one of one
+    /// `issuer` against ``ChallengeLimits/perIssuer``: beyond either, a challenge not reserved for a key is refused,
     /// ``AppAttestServiceError/Code/tooManyChallenges``. A challenge reserved for a key is refused by neither: it is
-    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey`` per issuer, so that
-    /// callers who fill the total (the open challenge route, from many addresses) cannot stop registered devices'
-    /// requests, and a backend that asks for its devices' challenges is not held to one issuer's share. A challenge
+    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey`` per
+    /// issuer, so that callers who fill the total (the open challenge route, from many addresses) cannot stop
+    /// registered devices' requests, nor devices that each hold one stop registrations, and a backend that asks for its devices' challenges is not held to one issuer's share. A challenge
     /// reserved for a key or a user never fails for that key's or user's limit either: it replaces the oldest outstanding
     /// one that the same issuer asked for, so that nobody can lock a device out of challenges by asking for them in
     /// its name.
@@ -179,8 +179,13 @@ public struct AppAttestService: Sendable {
     /// Refuses a challenge not reserved for a key beyond ``ChallengeLimits/total`` (every outstanding challenge
     /// counted) or beyond `issuer`'s ``ChallengeLimits/perIssuer``.
     private func checkChallengeAllowance(issuer: String?, now time: Date) async throws(AppAttestServiceError) {
+        // Those reserved for a key are bounded by the key's own limit, and are not counted where the store can leave
+        // them out: a fleet whose devices each hold one would otherwise fill the total.
         let total = try await run { () async throws(StoreError) -> Int in
-            try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
+            if let counting = store as? any CountsUnreservedChallenges {
+                return try await counting.outstandingUnreservedChallenges(now: time)
+            }
+            return try await store.outstandingChallenges(keyID: nil, userID: nil, now: time)
         }
         guard total < challengeLimits.total else {
             throw AppAttestServiceError(

@@ -19,10 +19,11 @@ extension AppAttestService {
         /// cannot take the whole ``total`` and lock everyone else out. Checked before a challenge is issued that is not
         /// reserved for a key, or is an attestation challenge (every challenge the issuer holds counted).
         public var perIssuer: Int
-        /// In all, reserved or not. Checked before a challenge is issued that is not reserved for a key, or is an
-        /// attestation challenge: the others are bounded by ``perKey`` alone (a registered key that is not revoked),
-        /// so that a fleet whose devices hold many at once needs a total above what they hold for new registrations to
-        /// go on.
+        /// In all, of those reserved for no key. Checked before a challenge is issued that is not reserved for a key, or
+        /// is an attestation challenge: the others are bounded by ``perKey`` alone (a registered key that is not
+        /// revoked) and are not counted here, so that a fleet whose devices each hold one (the next-challenge mode)
+        /// never stops new registrations. (A store of your own that implements only `AppAttestStore` counts every
+        /// challenge here.)
         public var total: Int
 
         /// - Parameters:

@@ -129,6 +129,17 @@ extension PostgresAppAttestStore {
         }
     }
 
+    package func outstandingUnreservedChallenges(now: Date) async throws(StoreError) -> Int {
+        let time = now.timeIntervalSince1970
+        return try await perform { connection, logger -> Int in
+            let rows = try await connection.query(
+                "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id IS NULL AND expires_at > \(time)",
+                logger: logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
     static func challengeRecord(_ challenge: [UInt8], _ row: (String, Data?, String?, Double)) throws(StoreError)
         -> ChallengeRecord
     {

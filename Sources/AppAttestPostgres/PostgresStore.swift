@@ -342,7 +342,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     }
 }
 
-extension PostgresAppAttestStore: StoreOperationsAreBounded {
+extension PostgresAppAttestStore: StoreOperationsAreBounded, CountsUnreservedChallenges {
     package var operationBound: Duration { operationTimeout }
 }
 #endif  // PostgreSQL

@@ -91,6 +91,15 @@ extension SQLiteAppAttestStore {
         }
     }
 
+    package func outstandingUnreservedChallenges(now: Date) async throws(StoreError) -> Int {
+        try await read { db -> Int in
+            try Int.fetchOne(
+                try db.cachedStatement(
+                    sql: "SELECT COUNT(*) FROM challenges WHERE key_id IS NULL AND expires_at > ?"),
+                arguments: [now.timeIntervalSince1970]) ?? 0
+        }
+    }
+
     public func outstandingChallenges(keyID: KeyID?, userID: String?, now: Date) async throws(StoreError) -> Int {
         try await read { db -> Int in
             let time = now.timeIntervalSince1970

@@ -297,5 +297,7 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
     }
 }
 
-extension SQLiteAppAttestStore: KeyReadsHoldTheCallingThread, KeyReadsWithoutCounters, StoreOperationsAreBounded {}
+extension SQLiteAppAttestStore:
+    KeyReadsHoldTheCallingThread, KeyReadsWithoutCounters, StoreOperationsAreBounded, CountsUnreservedChallenges
+{}
 #endif  // SQLite

@@ -169,3 +169,12 @@ package protocol StoreOperationsAreBounded: AppAttestStore {
     /// How long one operation may take before the store gives up on it.
     var operationBound: Duration { get }
 }
+
+/// A store that counts the challenges reserved for no key apart: the service bounds those by its total
+/// (``ChallengeLimits``), since each reserved for a key is bounded by the key's own limit. Counted with the others, a
+/// fleet whose devices each hold a challenge (the next-challenge mode) filled the total, and every registration's
+/// challenge was refused.
+package protocol CountsUnreservedChallenges: AppAttestStore {
+    /// How many challenges that expire after `now` are reserved for no key.
+    func outstandingUnreservedChallenges(now: Date) async throws(StoreError) -> Int
+}

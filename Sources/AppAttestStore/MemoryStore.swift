@@ -2,7 +2,7 @@ public import AppAttest
 public import Foundation
 
 /// An in-memory store for tests and single-process use: an actor, so that every operation is atomic.
-public actor MemoryAppAttestStore: AppAttestStore {
+public actor MemoryAppAttestStore: AppAttestStore, CountsUnreservedChallenges {
     private var challenges: [[UInt8]: ChallengeRecord] = [:]
     private var keys: [KeyID: KeyRecord] = [:]
     /// Counters accepted below the highest, for the reorder window (``AssertionAcceptance/advance(highest:seen:counter:window:)``).
@@ -56,6 +56,10 @@ public actor MemoryAppAttestStore: AppAttestStore {
             if let userID { return record.userID == userID ? count + 1 : count }
             return count + 1
         }
+    }
+
+    package func outstandingUnreservedChallenges(now: Date) throws(StoreError) -> Int {
+        challenges.values.reduce(0) { $1.keyID == nil && $1.expiresAt > now ? $0 + 1 : $0 }
     }
 
     public func purgeExpiredChallenges(now: Date) throws(StoreError) -> Int {

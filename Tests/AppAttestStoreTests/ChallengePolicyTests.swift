@@ -163,6 +163,25 @@ struct ChallengePolicyTests {
         #expect(try await outstanding() == (1, 1))
     }
 
+    @Test(
+        "challenges reserved for keys do not count against the total: devices holding them never stop registrations",
+        // Not on the shared PostgreSQL database, whose total holds other tests' challenges (some expire far ahead).
+        arguments: Backend.available.filter { $0 != .postgres })
+    func totalLeavesKeyChallenges(_ backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let clock = harness.clock
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: harness.store,
+            challengeLimits: .init(perKey: 4, perUser: 3, total: 3), now: { clock.now })
+        let device = try await harness.registeredDevice()
+        // Each device holds challenges of its own (its next ones): as many as the total.
+        for _ in 0..<3 { _ = try await service.issueChallenge(purpose: "assertion", keyID: device.keyID) }
+        // New devices' challenges are still issued, up to the total of those reserved for no key.
+        for _ in 0..<3 { _ = try await service.issueChallenge(purpose: "assertion") }
+        await #expect(throws: AppAttestServiceError.self) { try await service.issueChallenge(purpose: "assertion") }
+    }
+
     /// A service on the harness's store whose keys and users hold few challenges: 4 per key, 3 per user.
     private static func smallLimits(_ harness: Harness) -> AppAttestService {
         AppAttestService(
