@@ -86,6 +86,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let query = Dictionary(
             (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
         var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        // A connection closed at an operation's deadline is given back to the pool once closed (``perform``): not
+        // after waiting 5 s (NIOSSL's default) for the close_notify of a server that no longer answers.
+        tlsConfiguration.shutdownTimeout = .milliseconds(100)
         let systemRoots = query["sslrootcert"] == "system"
         var rootFile = systemRoots ? nil : query["sslrootcert"]
         if rootFile == nil, !systemRoots, let home = ProcessInfo.processInfo.environment["HOME"] {
@@ -272,18 +275,36 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ) async throws(StoreError) -> T {
         let client = client
         let logger = logger
-        let operation = { @Sendable () async throws(StoreError) -> T in
-            do {
-                return try await client.withConnection { connection in
-                    do { return try await body(connection, logger) } catch let refusal where Self.isReadOnly(refusal) {
-                        // A server that cannot write (a standby, or a primary demoted to one) answers every write of
-                        // this connection so; new connections go where the proxy or DNS now points.
+        let lease = { @Sendable () async throws -> T in
+            try await client.withConnection { connection in
+                try await withTaskCancellationHandler {
+                    do { return try await body(connection, logger) } catch let refusal
+                        where Self.isReadOnly(refusal)
+                    {
+                        // A server that cannot write (a standby, or a primary demoted to one) answers every write
+                        // of this connection so; new connections go where the proxy or DNS now points.
                         logger.warning("PostgreSQL: a read-only server refused a write; closing its connection")
                         try? await connection.close()
                         throw refusal
+                    } catch  where Task.isCancelled {
+                        // Closed below: given back only once closed, so that the pool, which learns of it from the
+                        // same close, never hands it to the next operation.
+                        _ = try? await connection.closeFuture.get()
+                        throw error
                     }
+                } onCancel: {
+                    // At the deadline (or the caller's cancellation) the connection is closed rather than kept
+                    // waiting: on a server that stopped answering (a partition, a lost machine) or a statement
+                    // waiting on a lock, it would stay leased until TCP gives up (about 15 minutes) or the lock is
+                    // released, and a pool of such connections answers every request 503 while the database (or
+                    // its new primary) is fine. The statement itself may still complete on the server.
+                    let closing: EventLoopFuture<Void> = connection.close()
+                    closing.whenComplete { _ in }
                 }
-            } catch let error as StoreError { throw error } catch {
+            }
+        }
+        let operation = { @Sendable () async throws(StoreError) -> T in
+            do { return try await lease() } catch let error as StoreError { throw error } catch {
                 throw StoreError(.unavailable, "PostgreSQL: \(String(reflecting: error).prefix(500))")
             }
         }

@@ -52,6 +52,51 @@ struct PostgresConnectionTests {
         #expect(try await store.consumeChallenge(challenge, purpose: "attestation", keyID: nil, userID: nil) != nil)
     }
 
+    @Test(
+        "an operation that hangs past its deadline gives its connection back: the next one is answered",
+        .enabled(if: url != nil), .timeLimit(.minutes(1)))
+    func hungOperationFreesItsConnection() async throws {
+        var configuration = try PostgresAppAttestStore.configuration(url: try Self.url(""))
+        configuration.options.maximumConnections = 1
+        configuration.options.minimumConnections = 1
+        let store = try await PostgresAppAttestStore.connect(
+            configuration: configuration, operationTimeout: .seconds(1))
+        defer { store.shutdown() }
+        let locked = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        try await store.insertChallenge(
+            ChallengeRecord(
+                challenge: locked, purpose: "attestation", keyID: nil, userID: nil,
+                expiresAt: Date().addingTimeInterval(60)))
+        // Another session holds the challenge's row: the store's consumption waits on the lock (as on a server that
+        // stopped answering, nothing comes back).
+        let admin = PostgresClient(configuration: try PostgresAppAttestStore.configuration(url: try Self.url("")))
+        let adminRun = Task { await admin.run() }
+        defer { adminRun.cancel() }
+        let holding = AsyncStream<Void>.makeStream()
+        let release = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await admin.withConnection { connection in
+                _ = try await connection.query("BEGIN", logger: Logger(label: "test"))
+                _ = try await connection.query(
+                    "SELECT 1 FROM app_attest_challenges WHERE challenge = \(Data(locked)) FOR UPDATE",
+                    logger: Logger(label: "test"))
+                holding.continuation.yield()
+                for await _ in release.stream { break }
+                _ = try await connection.query("ROLLBACK", logger: Logger(label: "test"))
+            }
+        }
+        for await _ in holding.stream { break }
+        await #expect(throws: StoreError.self) {
+            try await store.consumeChallenge(locked, purpose: "attestation", keyID: nil, userID: nil)
+        }
+        // The pool's only connection was the one waiting: the next operation gets one within its own deadline.
+        let start = ContinuousClock.now
+        #expect(try await store.challenge([UInt8](repeating: 7, count: 32)) == nil)
+        #expect(ContinuousClock.now - start < .seconds(1))
+        release.continuation.yield()
+        try await holder.value
+    }
+
     @Test("sslmode=require and sslmode=verify-full with sslrootcert connect over TLS", .enabled(if: tlsAvailable))
     func tls() async throws {
         let ca = try #require(Self.caFile, "APPATTEST_POSTGRES_CA is not set")
