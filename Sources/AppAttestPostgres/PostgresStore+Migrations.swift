@@ -42,7 +42,15 @@ extension PostgresAppAttestStore {
                 ).decode(Int32?.self) {
                     version = Int(stored ?? 0)
                 }
-                guard version < Self.schemaVersion else { return }
+                guard version < Self.schemaVersion else {
+                    if version > Self.schemaVersion {
+                        // A rollback: said in the log, as a newer version's schema may hold what this one ignores.
+                        logger.warning(
+                            "PostgreSQL: schema \(version) is newer than this version of swift-app-attest's (\(Self.schemaVersion))"
+                        )
+                    }
+                    return
+                }
                 // Schemas 1 to 4: every step idempotent, for a database at any of them. Not for a later one: some take
                 // an exclusive lock on a table (ALTER TABLE) even when they change nothing.
                 if version < 4 {

@@ -86,20 +86,28 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
             SecretFile.narrow(path + "-shm")
         }
         let pageSize: Int
+        let superseded: Bool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
             // The index keys are read from without their receipts (v7): missing only when dropped since (by hand, by
             // a restore that left it out). Then keys are read whole, their receipts dropped after, as it was before.
             // And the file's page size: the log restarts at a size in bytes, counted in pages.
-            (readsKeysFromIndex, pageSize) = try pool.read { db in
+            // And whether a newer version of the package migrated the file (a rollback): said in the log.
+            (readsKeysFromIndex, pageSize, superseded) = try pool.read { db in
                 (
                     try db.indexes(on: "keys").contains { $0.name == Self.keysWithoutReceiptsIndex },
-                    try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+                    try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
+                    try Self.migrator.hasBeenSuperseded(db)
                 )
             }
         } catch {
             throw StoreError(.unavailable, "SQLite \(path): \(error)")
+        }
+        if superseded {
+            logger.warning(
+                "SQLite: the database was migrated by a newer version of swift-app-attest; this one may not know all of it",
+                metadata: ["path": "\(path)"])
         }
         if !readsKeysFromIndex {
             logger.warning(

@@ -34,6 +34,26 @@ struct PostgresMigrationTests {
     }
 
     @Test(
+        "a schema newer than this version's is opened with a warning in the log",
+        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func newerSchema() async throws {
+        try await Self.withSchema { configuration in
+            let first = try await PostgresAppAttestStore.connect(configuration: configuration)
+            first.shutdown()
+            let client = PostgresClient(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                try await client.query("INSERT INTO app_attest_schema (version) VALUES (99)")
+            }
+            let records = LogRecords()
+            let store = try await PostgresAppAttestStore.connect(configuration: configuration, logger: records.logger)
+            store.shutdown()
+            #expect(records.messages(at: .warning).contains { $0.contains("newer than this version") })
+        }
+    }
+
+    @Test(
         "a schema 1 database, from before the reorder window: no counter below a key's highest is accepted again",
         .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
     func fromSchemaOne() async throws {

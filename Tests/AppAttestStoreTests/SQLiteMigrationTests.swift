@@ -58,6 +58,22 @@ struct SQLiteMigrationTests {
         try queue.close()
     }
 
+    @Test("a database migrated by a newer version is opened with a warning in the log")
+    func newerSchema() throws {
+        let path = NSTemporaryDirectory() + "appattest-newer-\(UUID().uuidString).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let quiet = LogRecords()
+        do { _ = try SQLiteAppAttestStore(path: path, logger: quiet.logger) }
+        #expect(quiet.messages(at: .warning).isEmpty)
+        // A migration this version does not know, as a newer one would have recorded it.
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-newer')") }
+        try queue.close()
+        let records = LogRecords()
+        _ = try SQLiteAppAttestStore(path: path, logger: records.logger)
+        #expect(records.messages(at: .warning).contains { $0.contains("newer version") })
+    }
+
     @Test("a version 3 database: counters, window bits and revocations move to key_counters, and keep working")
     func fromVersionThree() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent(
