@@ -148,8 +148,13 @@ extension AppAttestServer {
             }
             guard caller?.covers(named) ?? true else { return .problem(Self.forbidden) }
             appID = named
-        } else if let only = caller?.appIDs, only.count == 1 {
-            appID = only.first
+        } else if let allowed = caller?.appIDs {
+            // A caller limited to several App IDs names the one that pays for an attestation challenge: charged to the
+            // budget of unnamed App IDs, it could spend that shared bucket, and with it other tenants' registrations.
+            guard allowed.count == 1 || body.purpose != AppAttestService.Purpose.attestation else {
+                return .problem(.malformed("appId is required: this caller may register keys of several App IDs"))
+            }
+            appID = allowed.count == 1 ? allowed.first : nil
         }
         return await operations.challenge(
             purpose: body.purpose, keyID: body.keyId, userID: body.userId, issuer: caller.map { "caller:\($0.name)" },

@@ -161,6 +161,28 @@ struct FleetServeTests {
         }
     }
 
+    @Test("a caller of several App IDs names the one whose budget pays for an attestation challenge")
+    func budgetOfSeveralApps() async throws {
+        let other = "OTHER12345.com.example.other"
+        let twoApps = "token-of-a-two-app-tenant-01"
+        try await F.withServer({
+            $0.apps.append(.init(appId: other, environments: ["production"]))
+            $0.tokens.append(.init(name: "two-apps", token: twoApps, appIds: [F.appID.rawValue, other]))
+        }) { _, client in
+            func challenge(_ body: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/challenges", method: .post, headers: F.headers(twoApps), body: ByteBuffer(string: body))
+            }
+            // Unnamed, it was charged to the bucket of unnamed App IDs, which other tenants' requests share.
+            var response = try await challenge(#"{"purpose":"attestation"}"#)
+            #expect(response.status == .badRequest, "\(response.status)")
+            response = try await challenge(#"{"purpose":"attestation","appId":"\#(other)"}"#)
+            #expect(response.status == .ok)
+            response = try await challenge(#"{"purpose":"assertion"}"#)
+            #expect(response.status == .ok)
+        }
+    }
+
     @Test(
         "settings are refused with a message that names the key",
         arguments: [

@@ -105,7 +105,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ChallengeRequest/userId`.
             public var userId: Swift.String?
-            /// For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs)
+            /// For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs; required from a token limited to several App IDs)
             ///
             /// - Remark: Generated from `#/components/schemas/ChallengeRequest/appId`.
             public var appId: Swift.String?
@@ -115,7 +115,7 @@ extension Components {
             ///   - purpose:
             ///   - keyId: Reserve the challenge for this key (Base64)
             ///   - userId: Reserve it for this user
-            ///   - appId: For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs)
+            ///   - appId: For an attestation challenge: the App ID whose attestation budget pays for it (by default the caller token's only App ID, else the server's only one, else a budget shared by unnamed App IDs; required from a token limited to several App IDs)
             public init(
                 purpose: Components.Schemas.ChallengeRequest.PurposePayload,
                 keyId: Swift.String? = nil,
