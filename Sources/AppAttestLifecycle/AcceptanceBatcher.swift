@@ -64,27 +64,26 @@ package final class AcceptanceBatcher: Sendable {
     /// Acceptances queued at most: about half a second of this machine's busiest load, thousands of times what a
     /// store that answers leaves waiting.
     package static let maximumPending = 4_096
-    /// How long an acceptance waits for its turn on a store that does not say how long its operations may take.
-    package static let defaultQueueDeadline = Duration.seconds(5)
 
     /// - Parameters:
     ///   - stallThreshold: how long a commit runs before another may start beside it (tests shorten it).
     ///   - queueDeadline: how long an acceptance may wait for its turn; by default the store's bound on an operation
-    ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``defaultQueueDeadline``.
+    ///     (``AppAttestStore/StoreOperationsAreBounded``), else 5 s.
     ///   - maximumPending: how many may wait (tests lower it).
     package init(
         store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil,
         maximumPending: Int = maximumPending
     ) {
         self.store = store
-        let deadline =
-            queueDeadline ?? (store as? any StoreOperationsAreBounded)?.operationBound ?? Self.defaultQueueDeadline
         state = Mutex(
             State(
-                pending: PendingQueue(limit: maximumPending, deadline: deadline),
+                pending: PendingQueue(limit: maximumPending, deadline: queueDeadline, store: store),
                 commits: InFlight(
                     limit: Self.maximumFlushes, stalledLimit: Self.maximumStalledFlushes, threshold: stallThreshold)))
     }
+
+    /// How many acceptances wait for their turn.
+    package var waiting: Int { state.withLock { $0.pending.count } }
 
     /// Whether a `run()` is running (acceptances are then batched).
     package var isRunning: Bool { state.withLock { $0.runs > $0.stopping.count } }

@@ -119,15 +119,16 @@ public struct AppAttestService: Sendable {
     /// spent here, before the device asks Apple for an attestation, so that a fleet re-attesting at once (a lost key
     /// table, a release that discards keys) reaches Apple at the budget's pace.
     ///
-    /// Every outstanding challenge reserved for no key counts against ``ChallengeLimits/total``, and every one of one
-    /// `issuer` against ``ChallengeLimits/perIssuer``: beyond either, a challenge not reserved for a key is refused,
-    /// ``AppAttestServiceError/Code/tooManyChallenges``. A challenge reserved for a key is refused by neither: it is
-    /// only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey`` per
-    /// issuer, so that callers who fill the total (the open challenge route, from many addresses) cannot stop
-    /// registered devices' requests, nor devices that each hold one stop registrations, and a backend that asks for its devices' challenges is not held to one issuer's share. A challenge
-    /// reserved for a key or a user never fails for that key's or user's limit either: it replaces the oldest outstanding
-    /// one that the same issuer asked for, so that nobody can lock a device out of challenges by asking for them in
-    /// its name.
+    /// Every outstanding challenge reserved for no key counts against ``ChallengeLimits/total``, and every one an
+    /// `issuer` holds (those reserved for keys included) against ``ChallengeLimits/perIssuer``: beyond either, a
+    /// challenge not reserved for a key, or an attestation challenge, is refused
+    /// ``AppAttestServiceError/Code/tooManyChallenges``. Any other challenge reserved for a key is refused by neither:
+    /// it is only for a registered key that is not revoked, and each key holds at most ``ChallengeLimits/perKey``, so
+    /// that callers who fill the total (the open challenge route, from many addresses) cannot stop registered
+    /// devices' requests, nor devices that each hold one stop registrations, and a backend that asks for its devices'
+    /// challenges is not held to one issuer's share. A challenge reserved for a key or a user never fails for that
+    /// key's or user's limit either: it replaces the key's oldest outstanding one (the user's oldest that the same
+    /// issuer asked for), so that nobody can lock a device out of challenges by asking for them in its name.
     /// - Parameters:
     ///   - purpose: ``Purpose/attestation``, ``Purpose/assertion``, or one of yours.
     ///   - keyID: reserve it for one key (assertions); the key must be registered and not revoked.

@@ -97,12 +97,21 @@ struct PendingQueue<Element> {
     let deadline: Duration
     private var items: [(element: Element, at: ContinuousClock.Instant)] = []
 
-    init(limit: Int, deadline: Duration) {
+    /// How long one waits for its turn on a store that does not say how long its operations may take.
+    static var defaultDeadline: Duration { .seconds(5) }
+
+    /// - Parameters:
+    ///   - deadline: how long one may wait; by default the store's bound on an operation
+    ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``defaultDeadline``.
+    init(limit: Int, deadline: Duration?, store: any AppAttestStore) {
         self.limit = limit
-        self.deadline = deadline
+        self.deadline = deadline ?? (store as? any StoreOperationsAreBounded)?.operationBound ?? Self.defaultDeadline
     }
 
     var isEmpty: Bool { items.isEmpty }
+
+    /// How many wait.
+    var count: Int { items.count }
 
     /// Queues `element`; false, and nothing queued, when ``limit`` wait already.
     mutating func append(_ element: Element) -> Bool {

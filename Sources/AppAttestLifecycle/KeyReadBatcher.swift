@@ -63,19 +63,16 @@ package final class KeyReadBatcher: Sendable {
     /// - Parameters:
     ///   - stallThreshold: how long a read runs before another may start beside it (tests shorten it).
     ///   - queueDeadline: how long a miss may wait for its turn; by default the store's bound on an operation
-    ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``AcceptanceBatcher/defaultQueueDeadline``.
+    ///     (``AppAttestStore/StoreOperationsAreBounded``), else 5 s.
     package init(
         store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil
     ) {
         self.store = store
         leanStore = store as? any KeyReadsWithoutReceipts
         unchangingStore = store as? any KeyReadsWithoutCounters
-        let deadline =
-            queueDeadline ?? (store as? any StoreOperationsAreBounded)?.operationBound
-            ?? AcceptanceBatcher.defaultQueueDeadline
         state = Mutex(
             State(
-                pending: PendingQueue(limit: Self.maximumPending, deadline: deadline),
+                pending: PendingQueue(limit: Self.maximumPending, deadline: queueDeadline, store: store),
                 reads: InFlight(
                     limit: Self.maximumReads,
                     stalledLimit: store is any KeyReadsHoldTheCallingThread
@@ -94,6 +91,9 @@ package final class KeyReadBatcher: Sendable {
         guard let unchangingStore else { return try await key(keyID) }
         return try await unchangingStore.keysWithoutReceipts(withIDs: [keyID]).first
     }
+
+    /// How many misses wait for their turn.
+    package var waiting: Int { state.withLock { $0.pending.count } }
 
     /// Reads in flight at most with this store, those that stalled included.
     package var maximumInFlight: Int { state.withLock { $0.reads.stalledLimit } }

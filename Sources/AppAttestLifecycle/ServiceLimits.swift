@@ -5,10 +5,10 @@ extension AppAttestService {
     /// using them. Expired ones stop counting at once and are deleted by the service's background work
     /// (``AppAttestService/run(challengePurgeInterval:logger:)``).
     public struct ChallengeLimits: Sendable, Hashable {
-        /// Reserved for one key by one issuer: a new one replaces the oldest that the same issuer asked for that key
-        /// beyond this, so that whoever knows a keyId (and asks the open challenge route for its challenges) never
-        /// evicts those the device itself, or another caller, reserved. What one address asks for is bounded by the
-        /// routes' rate limit.
+        /// Reserved for one key, whoever asked: a new one replaces the key's oldest beyond this. Bounded per key
+        /// rather than per issuer, so that the challenges stored for keys stay within `perKey` times the registered
+        /// keys however many addresses ask; the cost is that whoever knows a keyId can replace that device's
+        /// challenges (it then asks again: a keyId is not public, and the routes' rate limit bounds one address).
         public var perKey: Int
         /// Reserved for one user and no key, by one issuer: a new one replaces the oldest that the same issuer asked
         /// for that user beyond this (those reserved for one of the user's keys count against the key, ``perKey``),

@@ -42,14 +42,12 @@ extension PostgresAppAttestStore {
             try await connection.withTransaction(logger: logger) { connection in
                 // The owner's newest `limit - 1` unexpired challenges stay; older ones go, then the new one is stored. A
                 // user's are those reserved for no key by the same issuer: one reserved for a user's key counts against
-                // the key, one another caller (another tenant) reserved for the user against that caller. A key's are
-                // those the same issuer reserved for it: whoever knows a keyId must not evict the device's own.
+                // the key, one another caller (another tenant) reserved for the user against that caller.
                 if let key {
                     try await connection.query(
                         """
                         DELETE FROM app_attest_challenges WHERE challenge IN (
-                            SELECT challenge FROM app_attest_challenges
-                            WHERE key_id = \(key) AND issuer IS NOT DISTINCT FROM \(issuer) AND expires_at > \(time)
+                            SELECT challenge FROM app_attest_challenges WHERE key_id = \(key) AND expires_at > \(time)
                             ORDER BY expires_at DESC OFFSET \(keep))
                         """, logger: logger)
                 } else {

@@ -83,10 +83,18 @@ extension PostgresAppAttestStore {
                 }
                 // Schema 5: the retention purge keeps each key's revocations (why it is refused); an index of the
                 // rest, so that a purge never scans the revocations it keeps.
+                if version < 5 {
+                    try await connection.query(
+                        """
+                        CREATE INDEX IF NOT EXISTS app_attest_key_events_purgeable ON app_attest_key_events (time)
+                            WHERE \(unescaped: KeyEvent.Kind.purgeableCondition)
+                        """, logger: logger)
+                }
+                // Schema 6: the total counts the unexpired challenges reserved for no key, from an index of those.
                 try await connection.query(
                     """
-                    CREATE INDEX IF NOT EXISTS app_attest_key_events_purgeable ON app_attest_key_events (time)
-                        WHERE \(unescaped: KeyEvent.Kind.purgeableCondition)
+                    CREATE INDEX IF NOT EXISTS app_attest_challenges_unreserved ON app_attest_challenges (expires_at)
+                        WHERE key_id IS NULL
                     """, logger: logger)
                 try await connection.query("DELETE FROM app_attest_schema", logger: logger)
                 try await connection.query(

@@ -70,8 +70,8 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     ///
     /// Without keep-alive queries, a connection kept open may stay idle for long on a quiet instance. If a NAT or a
     /// load balancer on the way drops it silently, the operations that next use it (a batch of acceptances, or of
-    /// key reads) fail with `unavailable` at ``operationTimeout``, and the connection stays taken until the operating
-    /// system gives up on it (about 15 minutes on Linux). Keep TCP keep-alives below the idle timeout of anything on
+    /// key reads) fail with `unavailable` at ``operationTimeout``, and the connection is closed then (the pool opens
+    /// another). Keep TCP keep-alives below the idle timeout of anything on
     /// the way: PostgreSQL's `tcp_keepalives_idle` when the instances connect to it directly, the proxy's own towards
     /// the instances otherwise (HAProxy's `option clitcpka`, PgBouncer's `tcp_keepidle`). Or set the options back on
     /// the returned configuration (`keepAliveBehavior = .init()`); a client of your own
@@ -256,8 +256,9 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
     deinit { runner.withLock { $0?.cancel() } }
 
     /// The schema this code writes: 1 the tables, 2 the reorder window's `seen` column, 3 the challenges' `issuer`,
-    /// 4 the keys' events and the token buckets.
-    static let schemaVersion = 5
+    /// 4 the keys' events and the token buckets, 5 an index for the events' purge, 6 an index of the challenges reserved
+    /// for no key (the service's total).
+    static let schemaVersion = 6
 
     // MARK: Helpers
 
@@ -278,7 +279,12 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let lease = { @Sendable () async throws -> T in
             try await client.withConnection { connection in
                 try await withTaskCancellationHandler {
-                    do { return try await body(connection, logger) } catch let refusal
+                    do {
+                        let result = try await body(connection, logger)
+                        // Cancelled as it ended: closed below all the same, and given back once closed.
+                        if Task.isCancelled { _ = try? await connection.closeFuture.get() }
+                        return result
+                    } catch let refusal
                         where Self.isReadOnly(refusal)
                     {
                         // A server that cannot write (a standby, or a primary demoted to one) answers every write
@@ -298,8 +304,7 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
                     // waiting on a lock, it would stay leased until TCP gives up (about 15 minutes) or the lock is
                     // released, and a pool of such connections answers every request 503 while the database (or
                     // its new primary) is fine. The statement itself may still complete on the server.
-                    let closing: EventLoopFuture<Void> = connection.close()
-                    closing.whenComplete { _ in }
+                    let _: EventLoopFuture<Void> = connection.close()
                 }
             }
         }

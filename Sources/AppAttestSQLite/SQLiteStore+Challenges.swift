@@ -27,12 +27,11 @@ extension SQLiteAppAttestStore {
     {
         // A user's own challenges are those reserved for no key, by the same issuer: the ones reserved for one of the
         // user's keys count against that key (and are its app's), and a caller that may reserve for the user must not
-        // evict them, nor those another caller (another tenant) reserved for the user. A key's, likewise, are those
-        // the same issuer reserved for it: anyone who knows a keyId may ask for its challenges, and must not evict
-        // the device's own.
+        // evict them, nor those another caller (another tenant) reserved for the user. A key's are all those reserved
+        // for it, whoever asked: bounded per key, not per issuer (ChallengeLimits.perKey says why).
         let owner: (condition: String, values: StatementArguments)
         if let keyID = record.keyID {
-            owner = ("key_id = ? AND issuer IS ?", [Data(keyID.rawValue), record.issuer])
+            owner = ("key_id = ?", [Data(keyID.rawValue)])
         } else if let userID = record.userID {
             owner = ("key_id IS NULL AND user_id = ? AND issuer IS ?", [userID, record.issuer])
         } else {

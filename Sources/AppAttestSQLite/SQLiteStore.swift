@@ -255,6 +255,11 @@ public final class SQLiteAppAttestStore: AppAttestStore, Sendable {
                         WHERE \(KeyEvent.Kind.purgeableCondition)
                     """)
         }
+        migrator.registerMigration("v9") { db in
+            // The service's total counts the unexpired challenges reserved for no key: from an index of those alone.
+            try db.execute(
+                sql: "CREATE INDEX IF NOT EXISTS challenges_unreserved ON challenges(expires_at) WHERE key_id IS NULL")
+        }
         return migrator
     }
 

@@ -118,6 +118,9 @@ extension ServerConfiguration {
             apple = Apple(
                 teamId: appleValues[0], keyId: appleValues[1], privateKeyFile: appleValues[2],
                 endpoint: environment["APPATTEST_APPLE_ENDPOINT"])
+        } else if appleValues.isEmpty, let endpoint = environment["APPATTEST_APPLE_ENDPOINT"], apple != nil {
+            // The file's `apple`, at another endpoint.
+            apple?.endpoint = endpoint
         } else if !appleValues.isEmpty || environment["APPATTEST_APPLE_ENDPOINT"] != nil {
             let missing = appleNames.filter { environment[$0] == nil }.joined(separator: ", ")
             throw ServerConfigurationError(

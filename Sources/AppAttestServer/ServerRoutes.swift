@@ -151,7 +151,7 @@ extension AppAttestServer {
         } else if let allowed = caller?.appIDs {
             // A caller limited to several App IDs names the one that pays for an attestation challenge: charged to the
             // budget of unnamed App IDs, it could spend that shared bucket, and with it other tenants' registrations.
-            guard allowed.count == 1 || body.purpose != AppAttestService.Purpose.attestation else {
+            guard allowed.count <= 1 || body.purpose != AppAttestService.Purpose.attestation else {
                 return .problem(.malformed("appId is required: this caller may register keys of several App IDs"))
             }
             appID = allowed.count == 1 ? allowed.first : nil

@@ -26,11 +26,10 @@ public protocol AppAttestStore: Sendable {
 
     /// Stores a new challenge reserved for a key (else for a user), first deleting that key's (user's) oldest
     /// unexpired challenges so that, with this one, at most `limit` are outstanding for it; in one transaction. A
-    /// key's challenges are those reserved for the key with the record's issuer (none when it has none), and a user's
-    /// those reserved for the user and no key, with the record's issuer: one reserved for a key (whatever its user)
-    /// counts against the key alone, and one another issuer asked for against that issuer, so that a caller reserving
-    /// challenges for a user never evicts those of the user's keys, and nobody evicts those another caller (the
-    /// device itself, another tenant) reserved for the same key or user.
+    /// user's challenges are those reserved for the user and no key, with the record's issuer (none when it has none):
+    /// one reserved for a key (whatever its user) counts against the key alone, and one another issuer asked for
+    /// against that issuer, so that a caller reserving challenges for a user never evicts those of the user's keys,
+    /// nor those another caller reserved for the user.
     /// A new challenge never fails for a key's or a user's limit, so that nobody else can lock a device out of
     /// challenges by asking for them; a record reserved for neither is stored as ``insertChallenge(_:)`` stores it.
     func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) async throws(StoreError)

@@ -20,7 +20,7 @@ public actor MemoryAppAttestStore: AppAttestStore, CountsUnreservedChallenges {
     public func insertChallenge(_ record: ChallengeRecord, keepingAtMost limit: Int, now: Date) throws(StoreError) {
         let sameOwner: (ChallengeRecord) -> Bool
         if let keyID = record.keyID {
-            sameOwner = { $0.keyID == keyID && $0.issuer == record.issuer }
+            sameOwner = { $0.keyID == keyID }
         } else if let userID = record.userID {
             sameOwner = { $0.keyID == nil && $0.userID == userID && $0.issuer == record.issuer }
         } else {

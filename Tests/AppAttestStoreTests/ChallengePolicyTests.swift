@@ -215,33 +215,30 @@ struct ChallengePolicyTests {
     }
 
     @Test(
-        "challenges one issuer reserves for a user or a key are not evicted by another issuer's; its own are",
-        arguments: Backend.available, [false, true])
-    func challengesPerIssuer(_ backend: Backend, forKey: Bool) async throws {
+        "challenges one issuer reserves for a user are not evicted by another issuer's for that user; its own are",
+        arguments: Backend.available)
+    func userChallengesPerIssuer(_ backend: Backend) async throws {
         let harness = try await Harness(backend)
         defer { harness.close() }
         let user = "user-\(UUID())"
-        let keyID = forKey ? try await harness.registeredDevice(userID: user).keyID : nil
         let service = Self.smallLimits(harness)
         let assertion = AppAttestService.Purpose.assertion
-        let reserve = { (issuer: String) async throws -> [UInt8] in
-            try await service.issueChallenge(
-                purpose: assertion, keyID: keyID, userID: forKey ? nil : user, issuer: issuer
-            ).challenge
-        }
-        // Tenant B's backend (or the device, from its address) reserves one; tenant A's token, which may name any
-        // user, or anyone who knows the keyId, asks for many more for the same user or key.
-        let mine = try await reserve("caller:b")
+        // Tenant B's backend reserves one for its user; tenant A's token, which may name any user, asks for many more
+        // for the same user.
+        let mine = try await service.issueChallenge(purpose: assertion, userID: user, issuer: "caller:b").challenge
         var others: [[UInt8]] = []
-        for _ in 0..<5 { others.append(try await reserve("caller:a")) }
+        for _ in 0..<5 {
+            others.append(
+                try await service.issueChallenge(purpose: assertion, userID: user, issuer: "caller:a").challenge)
+        }
         #expect(try await harness.store.challenge(mine) != nil, "another issuer's challenges evicted B's")
-        // A's own stay bounded by the user's (key's) limit: its oldest went.
+        // A's own stay bounded by the user's limit: its oldest went.
         var kept = 0
         for challenge in others where try await harness.store.challenge(challenge) != nil { kept += 1 }
-        #expect(kept == (forKey ? 4 : 3))
+        #expect(kept == 3)
         #expect(try await harness.store.challenge(others[0]) == nil)
         #expect(
-            try await harness.store.consumeChallenge(mine, purpose: assertion, keyID: keyID, userID: user) != nil,
+            try await harness.store.consumeChallenge(mine, purpose: assertion, keyID: nil, userID: user) != nil,
             "B's challenge is still usable")
     }
 

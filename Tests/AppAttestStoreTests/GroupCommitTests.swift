@@ -160,15 +160,20 @@ struct GroupCommitTests {
             committed.withLock { $0 += batch.count }
         }
         // No commit counts as stalled: what queues waits for the one in flight.
+        // A deadline that a busy machine's scheduling does not reach before the first acceptance is taken.
         let batcher = AcceptanceBatcher(
-            store: store, stallThreshold: .seconds(3_600), queueDeadline: .milliseconds(300), maximumPending: 32)
+            store: store, stallThreshold: .seconds(3_600), queueDeadline: .seconds(2), maximumPending: 32)
         let running = Task { await batcher.run() }
         while !batcher.isRunning { await Task.yield() }
         let first = Task { await Self.acceptAll(batcher, count: 1) }
-        while handed.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        let start = ContinuousClock.now
+        while handed.withLock({ $0 }) == 0, ContinuousClock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try #require(handed.withLock { $0 } == 1, "the first acceptance never reached the store")
         // As many as may wait: the next one is refused at once, while the store still hangs.
         let queued = Task { await Self.acceptAll(batcher, count: 32) }
-        try await Task.sleep(for: .milliseconds(200))
+        while batcher.waiting < 32 { try await Task.sleep(for: .milliseconds(1)) }
         let (refusedAtOnce, extra) = try await finishes(within: .seconds(5)) {
             await Self.acceptAll(batcher, count: 1)
         }
@@ -176,7 +181,7 @@ struct GroupCommitTests {
         open.withLock { $0 = refusedAtOnce ? false : true }
         #expect(try await extra.value == [nil])
         // Past the deadline, what waited is refused when the hung commit ends, not handed to the store.
-        try await Task.sleep(for: .milliseconds(300))
+        try await Task.sleep(for: .milliseconds(2_100))
         open.withLock { $0 = true }
         #expect(await first.value == [.unknownKey])
         let outcomes = await queued.value

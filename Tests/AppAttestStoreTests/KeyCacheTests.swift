@@ -321,7 +321,8 @@ struct KeyCacheTests {
         let first = Task { try await batcher.key(records[0].keyID) }
         while read.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
         let queued = records[1...].map { record in Task { try await batcher.key(record.keyID) } }
-        try await Task.sleep(for: .milliseconds(400))
+        while batcher.waiting < queued.count { try await Task.sleep(for: .milliseconds(1)) }
+        try await Task.sleep(for: .milliseconds(250))
         open.withLock { $0 = true }
         #expect(try await first.value?.keyID == records[0].keyID)
         for miss in queued {

@@ -34,6 +34,26 @@ struct PostgresMigrationTests {
     }
 
     @Test(
+        "the total's count leaves out challenges reserved for keys",
+        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func unreservedCount() async throws {
+        try await Self.withSchema { configuration in
+            let store = try await PostgresAppAttestStore.connect(configuration: configuration)
+            defer { store.shutdown() }
+            let now = Date()
+            for keyID in [nil, TestKeys.publicKey(6).keyID, TestKeys.publicKey(7).keyID] {
+                try await store.insertChallenge(
+                    ChallengeRecord(
+                        challenge: (0..<32).map { _ in UInt8.random(in: 0...255) }, purpose: "assertion", keyID: keyID,
+                        userID: nil, expiresAt: now.addingTimeInterval(60)))
+            }
+            #expect(try await store.outstandingChallenges(keyID: nil, userID: nil, now: now) == 3)
+            #expect(try await store.outstandingUnreservedChallenges(now: now) == 1)
+            #expect(try await store.outstandingUnreservedChallenges(now: now.addingTimeInterval(61)) == 0)
+        }
+    }
+
+    @Test(
         "a schema newer than this version's is opened with a warning in the log",
         .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
     func newerSchema() async throws {

@@ -131,18 +131,21 @@ struct ServiceInputTests {
     }
 
     @Test(
-        "every outstanding challenge counts against the total; a full total refuses all but a key's; a key's needs a live key",
+        "challenges reserved for no key count against the total; a full total refuses all but a key's; a key's needs a live key",
         arguments: Backend.available)
-    func totalCountsEveryChallenge(_ backend: Backend) async throws {
+    func totalCountsUnreservedChallenges(_ backend: Backend) async throws {
         // Far in the future for this clock, so that other tests' challenges on a shared PostgreSQL have expired and
         // do not count while this one runs.
         let harness = try await Harness(backend, start: Date().addingTimeInterval(1_000 * 365 * 86_400))
         defer { harness.close() }
         let device = try await harness.registeredDevice()
-        let before = try await harness.store.outstandingChallenges(keyID: nil, userID: nil, now: harness.clock.now)
+        let counting = try #require(harness.store as? any CountsUnreservedChallenges)
+        let before = try await counting.outstandingUnreservedChallenges(now: harness.clock.now)
         let service = Self.service(harness, .init(total: before + 2))
         _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation)
         _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
+        // A key's challenge does not count: a user's is still issued, and reaches the total.
+        _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation, userID: "someone")
         // The total is reached: a challenge reserved for a registered key is still issued (bounded by the key's own
         // limit), so that a flood of unreserved challenges cannot stop registered devices' requests; and neither a
         // user's nor an unreserved one is.
