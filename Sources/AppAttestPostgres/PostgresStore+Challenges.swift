@@ -66,12 +66,17 @@ extension PostgresAppAttestStore {
     }
 
     public func outstandingChallenges(issuer: String, now: Date) async throws(StoreError) -> Int {
-        let time = now.timeIntervalSince1970
-        return try await perform { connection, logger -> Int in
-            let rows = try await connection.query(
-                "SELECT COUNT(*) FROM app_attest_challenges WHERE issuer = \(issuer) AND expires_at > \(time)",
-                logger: logger)
-            for try await count in rows.decode(Int64.self) { return Int(count) }
+        try await count(
+            "SELECT COUNT(*) FROM app_attest_challenges WHERE issuer = \(issuer) AND expires_at > \(now.timeIntervalSince1970)"
+        )
+    }
+
+    /// The count that `query` (a `SELECT COUNT(*)`) answers.
+    private func count(_ query: PostgresQuery) async throws(StoreError) -> Int {
+        try await perform { connection, logger -> Int in
+            for try await count in try await connection.query(query, logger: logger).decode(Int64.self) {
+                return Int(count)
+            }
             return 0
         }
     }
@@ -128,14 +133,9 @@ extension PostgresAppAttestStore {
     }
 
     package func outstandingUnreservedChallenges(now: Date) async throws(StoreError) -> Int {
-        let time = now.timeIntervalSince1970
-        return try await perform { connection, logger -> Int in
-            let rows = try await connection.query(
-                "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id IS NULL AND expires_at > \(time)",
-                logger: logger)
-            for try await count in rows.decode(Int64.self) { return Int(count) }
-            return 0
-        }
+        try await count(
+            "SELECT COUNT(*) FROM app_attest_challenges WHERE key_id IS NULL AND expires_at > \(now.timeIntervalSince1970)"
+        )
     }
 
     static func challengeRecord(_ challenge: [UInt8], _ row: (String, Data?, String?, Double)) throws(StoreError)
