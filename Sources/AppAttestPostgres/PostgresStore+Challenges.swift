@@ -149,14 +149,27 @@ extension PostgresAppAttestStore {
     }
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
-        let time = now.timeIntervalSince1970
-        return try await perform { connection, logger in
-            let rows = try await connection.query(
-                "DELETE FROM app_attest_challenges WHERE expires_at < \(time) RETURNING 1", logger: logger)
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count
+        // A batch an operation, each within the operation timeout, so that a large backlog makes progress (one DELETE
+        // of it all, its rows streamed back to be counted, ran past the deadline and was lost each time); rows another
+        // instance's purge holds are skipped, not waited for.
+        let time = now.timeIntervalSince1970, batch = Int64(Self.purgeBatch)
+        var total = 0
+        while true {
+            let deleted = try await count(
+                """
+                WITH deleted AS (
+                    DELETE FROM app_attest_challenges WHERE challenge IN (
+                        SELECT challenge FROM app_attest_challenges WHERE expires_at < \(time) LIMIT \(batch)
+                        FOR UPDATE SKIP LOCKED)
+                    RETURNING 1)
+                SELECT count(*) FROM deleted
+                """)
+            total += deleted
+            if deleted < Int(batch) { return total }
         }
     }
+
+    /// Expired challenges deleted in one statement.
+    package static let purgeBatch = 5_000
 }
 #endif  // PostgreSQL

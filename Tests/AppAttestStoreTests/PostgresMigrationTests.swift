@@ -34,6 +34,35 @@ struct PostgresMigrationTests {
     }
 
     @Test(
+        "a backlog of expired challenges larger than a batch is purged whole, batch after batch",
+        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    func purgeInBatches() async throws {
+        try await Self.withSchema { configuration in
+            let store = try await PostgresAppAttestStore.connect(configuration: configuration)
+            defer { store.shutdown() }
+            let count = PostgresAppAttestStore.purgeBatch * 2 + 7
+            let client = PostgresClient(configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                try await client.query(
+                    """
+                    INSERT INTO app_attest_challenges (challenge, purpose, expires_at)
+                    SELECT sha256(int8send(n)), 'assertion', 1000000000 FROM generate_series(1, \(count)) AS n
+                    """)
+            }
+            let live = [UInt8](repeating: 9, count: 32)
+            try await store.insertChallenge(
+                ChallengeRecord(
+                    challenge: live, purpose: "assertion", keyID: nil, userID: nil,
+                    expiresAt: Date(timeIntervalSince1970: 1_000_003_600)))
+            #expect(
+                try await store.purgeExpiredChallenges(now: Date(timeIntervalSince1970: 1_000_000_001)) == count)
+            #expect(try await store.challenge(live) != nil)
+        }
+    }
+
+    @Test(
         "the total's count leaves out challenges reserved for keys",
         .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
     func unreservedCount() async throws {

@@ -283,6 +283,29 @@ struct SQLiteKeyReadTests {
         }
     }
 
+    @Test("a backlog of expired challenges larger than a batch is purged whole, batch after batch")
+    func purgeInBatches() async throws {
+        try await Self.withStore { store, _ in
+            let expired = Date(timeIntervalSince1970: 1_000_000_000)
+            let count = SQLiteAppAttestStore.purgeBatch * 2 + 7
+            for index in 0..<count {
+                try await store.insertChallenge(
+                    ChallengeRecord(
+                        challenge: withUnsafeBytes(of: UInt64(index).bigEndian) { Array($0) }
+                            + [UInt8](repeating: 1, count: 24),
+                        purpose: "assertion", keyID: nil, userID: nil, expiresAt: expired))
+            }
+            let live = [UInt8](repeating: 9, count: 32)
+            try await store.insertChallenge(
+                ChallengeRecord(
+                    challenge: live, purpose: "assertion", keyID: nil, userID: nil,
+                    expiresAt: expired.addingTimeInterval(3_600)))
+            #expect(try await store.purgeExpiredChallenges(now: expired.addingTimeInterval(1)) == count)
+            #expect(try await store.outstandingChallenges(keyID: nil, userID: nil, now: .distantPast) == 1)
+            #expect(try await store.challenge(live) != nil)
+        }
+    }
+
     /// A background checkpoint that fails leaves the log growing: it used to be discarded without a word. The database
     /// file is moved away, so that the checkpointer's connection, opened by path at its first checkpoint, cannot open.
     @Test("a failing background checkpoint is logged once per run of failures, and its recovery too")
