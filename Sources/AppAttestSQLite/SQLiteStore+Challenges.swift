@@ -127,22 +127,10 @@ extension SQLiteAppAttestStore {
     }
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
-        // A batch a transaction, so that the one writer is never held for long by a backlog: acceptances commit in
-        // between.
-        var total = 0
-        while true {
-            let deleted = try await write { db in
-                try db.cachedStatement(
-                    sql: """
-                        DELETE FROM challenges WHERE challenge IN (
-                            SELECT challenge FROM challenges WHERE expires_at < ? LIMIT ?)
-                        """
-                ).execute(arguments: [now.timeIntervalSince1970, Self.purgeBatch])
-                return db.changesCount
-            }
-            total += deleted
-            if deleted < Self.purgeBatch { return total }
-        }
+        try await deleteInBatches(
+            """
+            DELETE FROM challenges WHERE challenge IN (SELECT challenge FROM challenges WHERE expires_at < ? LIMIT ?)
+            """, now.timeIntervalSince1970, batch: Self.purgeBatch)
     }
 
     /// Expired challenges deleted in one transaction.

@@ -33,20 +33,25 @@ extension SQLiteAppAttestStore {
     }
 
     public func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int {
-        // A batch a transaction, so that the one writer is never held for long: acceptances commit in between.
+        try await deleteInBatches(
+            """
+            DELETE FROM key_events WHERE id IN (
+                SELECT id FROM key_events WHERE time < ? AND \(KeyEvent.Kind.purgeableCondition) LIMIT ?)
+            """, time.timeIntervalSince1970, batch: max(1, limit))
+    }
+
+    /// Runs `delete` (its arguments: `cutoff`, then `batch`, the most rows it deletes) until it deletes fewer than
+    /// `batch` rows; how many it deleted in all. A batch a transaction, so that the one writer is never held for long
+    /// by a backlog: acceptances commit in between.
+    func deleteInBatches(_ delete: String, _ cutoff: Double, batch: Int) async throws(StoreError) -> Int {
         var total = 0
         while true {
             let deleted = try await write { db in
-                try db.execute(
-                    sql: """
-                        DELETE FROM key_events WHERE id IN (
-                            SELECT id FROM key_events WHERE time < ? AND \(KeyEvent.Kind.purgeableCondition) LIMIT ?)
-                        """,
-                    arguments: [time.timeIntervalSince1970, max(1, limit)])
+                try db.cachedStatement(sql: delete).execute(arguments: [cutoff, batch])
                 return db.changesCount
             }
             total += deleted
-            if deleted < max(1, limit) { return total }
+            if deleted < batch { return total }
         }
     }
 
