@@ -71,6 +71,18 @@ extension PostgresAppAttestStore {
         )
     }
 
+    /// Runs `query` (a DELETE of at most `batch` rows that answers how many it deleted) until it deletes fewer than
+    /// `batch`; how many it deleted in all. A batch an operation, each within the operation timeout, so that a large
+    /// backlog makes progress.
+    func deleteInBatches(batch: Int, _ query: PostgresQuery) async throws(StoreError) -> Int {
+        var total = 0
+        while true {
+            let deleted = try await count(query)
+            total += deleted
+            if deleted < batch { return total }
+        }
+    }
+
     /// The count that `query` (a `SELECT COUNT(*)`) answers.
     private func count(_ query: PostgresQuery) async throws(StoreError) -> Int {
         try await perform { connection, logger -> Int in
@@ -149,24 +161,19 @@ extension PostgresAppAttestStore {
     }
 
     public func purgeExpiredChallenges(now: Date) async throws(StoreError) -> Int {
-        // A batch an operation, each within the operation timeout, so that a large backlog makes progress (one DELETE
-        // of it all, its rows streamed back to be counted, ran past the deadline and was lost each time); rows another
-        // instance's purge holds are skipped, not waited for.
-        let time = now.timeIntervalSince1970, batch = Int64(Self.purgeBatch)
-        var total = 0
-        while true {
-            let deleted = try await count(
-                """
-                WITH deleted AS (
-                    DELETE FROM app_attest_challenges WHERE challenge IN (
-                        SELECT challenge FROM app_attest_challenges WHERE expires_at < \(time) LIMIT \(batch)
-                        FOR UPDATE SKIP LOCKED)
-                    RETURNING 1)
-                SELECT count(*) FROM deleted
-                """)
-            total += deleted
-            if deleted < Int(batch) { return total }
-        }
+        // One DELETE of a whole backlog, its rows streamed back to be counted, ran past the deadline and was lost each
+        // time; rows another instance's purge holds are skipped, not waited for.
+        try await deleteInBatches(
+            batch: Self.purgeBatch,
+            """
+            WITH deleted AS (
+                DELETE FROM app_attest_challenges WHERE challenge IN (
+                    SELECT challenge FROM app_attest_challenges
+                    WHERE expires_at < \(now.timeIntervalSince1970) LIMIT \(Int64(Self.purgeBatch))
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING 1)
+            SELECT count(*) FROM deleted
+            """)
     }
 
     /// Expired challenges deleted in one statement.

@@ -40,29 +40,17 @@ extension PostgresAppAttestStore {
     }
 
     public func purgeKeyEvents(before time: Date, batchSize limit: Int) async throws(StoreError) -> Int {
-        // A batch an operation, each within the operation timeout, so that a large backlog makes progress.
-        let seconds = time.timeIntervalSince1970, batch = Int64(max(1, limit))
-        var total = 0
-        while true {
-            let deleted = try await perform { connection, logger -> Int in
-                var count = 0
-                for try await value in try await connection.query(
-                    """
-                    WITH deleted AS (
-                        DELETE FROM app_attest_key_events WHERE id IN (
-                            SELECT id FROM app_attest_key_events
-                            WHERE time < \(seconds) AND \(unescaped: KeyEvent.Kind.purgeableCondition) LIMIT \(batch))
-                        RETURNING 1)
-                    SELECT count(*) FROM deleted
-                    """, logger: logger
-                ).decode(Int64.self) {
-                    count = Int(value)
-                }
-                return count
-            }
-            total += deleted
-            if deleted < Int(batch) { return total }
-        }
+        let seconds = time.timeIntervalSince1970, batch = max(1, limit)
+        return try await deleteInBatches(
+            batch: batch,
+            """
+            WITH deleted AS (
+                DELETE FROM app_attest_key_events WHERE id IN (
+                    SELECT id FROM app_attest_key_events
+                    WHERE time < \(seconds) AND \(unescaped: KeyEvent.Kind.purgeableCondition) LIMIT \(Int64(batch)))
+                RETURNING 1)
+            SELECT count(*) FROM deleted
+            """)
     }
 
     public func takeToken(bucket name: String, rate: Double, burst: Double, now: Date) async throws(StoreError)
