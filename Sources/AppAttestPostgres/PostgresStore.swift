@@ -279,25 +279,20 @@ public final class PostgresAppAttestStore: AppAttestStore, Sendable {
         let lease = { @Sendable () async throws -> T in
             try await client.withConnection { connection in
                 try await withTaskCancellationHandler {
-                    do {
-                        let result = try await body(connection, logger)
-                        // Cancelled as it ended: closed below all the same, and given back once closed.
-                        if Task.isCancelled { _ = try? await connection.closeFuture.get() }
-                        return result
-                    } catch let refusal
-                        where Self.isReadOnly(refusal)
-                    {
-                        // A server that cannot write (a standby, or a primary demoted to one) answers every write
-                        // of this connection so; new connections go where the proxy or DNS now points.
-                        logger.warning("PostgreSQL: a read-only server refused a write; closing its connection")
-                        try? await connection.close()
-                        throw refusal
-                    } catch  where Task.isCancelled {
-                        // Closed below: given back only once closed, so that the pool, which learns of it from the
-                        // same close, never hands it to the next operation.
-                        _ = try? await connection.closeFuture.get()
-                        throw error
+                    let outcome: Result<T, any Error>
+                    do { outcome = .success(try await body(connection, logger)) } catch {
+                        if Self.isReadOnly(error) {
+                            // A server that cannot write (a standby, or a primary demoted to one) answers every write
+                            // of this connection so; new connections go where the proxy or DNS now points.
+                            logger.warning("PostgreSQL: a read-only server refused a write; closing its connection")
+                            try? await connection.close()
+                        }
+                        outcome = .failure(error)
                     }
+                    // Cancelled (closed below), whether or not the operation ended first: given back only once closed,
+                    // so that the pool, which learns of it from the same close, never hands it to the next operation.
+                    if Task.isCancelled { _ = try? await connection.closeFuture.get() }
+                    return try outcome.get()
                 } onCancel: {
                     // At the deadline (or the caller's cancellation) the connection is closed rather than kept
                     // waiting: on a server that stopped answering (a partition, a lost machine) or a statement
