@@ -70,14 +70,15 @@ package final class AcceptanceBatcher: Sendable {
     ///   - queueDeadline: how long an acceptance may wait for its turn; by default the store's bound on an operation
     ///     (``AppAttestStore/StoreOperationsAreBounded``), else 5 s.
     ///   - maximumPending: how many may wait (tests lower it).
+    ///   - now: the time the queue's deadline is measured in (tests freeze it).
     package init(
         store: any AppAttestStore, stallThreshold: Duration = defaultStallThreshold, queueDeadline: Duration? = nil,
-        maximumPending: Int = maximumPending
+        maximumPending: Int = maximumPending, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
         self.store = store
         state = Mutex(
             State(
-                pending: PendingQueue(limit: maximumPending, deadline: queueDeadline, store: store),
+                pending: PendingQueue(limit: maximumPending, deadline: queueDeadline, store: store, now: now),
                 commits: InFlight(
                     limit: Self.maximumFlushes, stalledLimit: Self.maximumStalledFlushes, threshold: stallThreshold)))
     }

@@ -95,6 +95,8 @@ struct PendingQueue<Element> {
     let limit: Int
     /// How long one may wait for its turn.
     let deadline: Duration
+    /// The time now: the continuous clock's, or a test's own that moves only when the test moves it.
+    let now: @Sendable () -> ContinuousClock.Instant
     private var items: [(element: Element, at: ContinuousClock.Instant)] = []
 
     /// How long one waits for its turn on a store that does not say how long its operations may take.
@@ -103,8 +105,13 @@ struct PendingQueue<Element> {
     /// - Parameters:
     ///   - deadline: how long one may wait; by default the store's bound on an operation
     ///     (``AppAttestStore/StoreOperationsAreBounded``), else ``defaultDeadline``.
-    init(limit: Int, deadline: Duration?, store: any AppAttestStore) {
+    ///   - now: the time now (tests freeze it, so that a busy machine's scheduling expires nothing).
+    init(
+        limit: Int, deadline: Duration?, store: any AppAttestStore,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
         self.limit = limit
+        self.now = now
         self.deadline = deadline ?? (store as? any StoreOperationsAreBounded)?.operationBound ?? Self.defaultDeadline
     }
 
@@ -116,14 +123,14 @@ struct PendingQueue<Element> {
     /// Queues `element`; false, and nothing queued, when ``limit`` wait already.
     mutating func append(_ element: Element) -> Bool {
         guard items.count < limit else { return false }
-        items.append((element, .now))
+        items.append((element, now()))
         return true
     }
 
     /// Up to `room` elements, the first queued first, and those that waited past ``deadline``, both taken out.
     mutating func take(_ room: Int) -> (batch: [Element], expired: [Element]) {
         // Queued in order: the expired are a prefix.
-        let oldest = ContinuousClock.now - deadline
+        let oldest = now() - deadline
         let expiredCount = items.prefix { $0.at < oldest }.count
         let expired = items.prefix(expiredCount).map(\.element)
         let batch = items.dropFirst(expiredCount).prefix(room).map(\.element)

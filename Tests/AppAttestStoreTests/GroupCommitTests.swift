@@ -160,9 +160,13 @@ struct GroupCommitTests {
             committed.withLock { $0 += batch.count }
         }
         // No commit counts as stalled: what queues waits for the one in flight.
-        // A deadline that a busy machine's scheduling does not reach before the first acceptance is taken.
+        // The queue's time moves only when the test moves it: on a loaded machine the first acceptance may wait
+        // seconds for a worker, and must not expire meanwhile.
+        let frozen = ContinuousClock.now
+        let elapsed = Mutex(Duration.zero)
         let batcher = AcceptanceBatcher(
-            store: store, stallThreshold: .seconds(3_600), queueDeadline: .seconds(2), maximumPending: 32)
+            store: store, stallThreshold: .seconds(3_600), queueDeadline: .seconds(2), maximumPending: 32,
+            now: { frozen + elapsed.withLock { $0 } })
         let running = Task { await batcher.run() }
         while !batcher.isRunning { await Task.yield() }
         let first = Task { await Self.acceptAll(batcher, count: 1) }
@@ -181,7 +185,7 @@ struct GroupCommitTests {
         open.withLock { $0 = refusedAtOnce ? false : true }
         #expect(try await extra.value == [nil])
         // Past the deadline, what waited is refused when the hung commit ends, not handed to the store.
-        try await Task.sleep(for: .milliseconds(2_100))
+        elapsed.withLock { $0 = .milliseconds(2_100) }
         open.withLock { $0 = true }
         #expect(await first.value == [.unknownKey])
         let outcomes = await queued.value
