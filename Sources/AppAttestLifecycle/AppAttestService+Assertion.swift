@@ -101,6 +101,7 @@ extension AppAttestService {
         let acceptance = AssertionAcceptance(
             keyID: keyID, counter: verified.counter, counterPolicy: counterPolicy, challenge: use, nextChallenge: next)
         // Group commit: concurrent acceptances share one store transaction (AcceptanceBatcher).
+        let generation = keyCache.generation
         let outcome = try await step(trace, "appattest.acceptance") { () async throws(AppAttestServiceError) in
             try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
                 try await batcher.accept(acceptance)
@@ -121,7 +122,7 @@ extension AppAttestService {
             // Remembered as revoked, so that its next assertions are refused before their signatures are checked.
             var revoked = entry.record
             revoked.revokedAt = now()
-            throw await refusal(ofRevoked: revoked)
+            throw await refusal(ofRevoked: revoked, readSince: generation)
         case .counterRefused(let highest):
             keyCache.advance(keyID, to: highest)
             // A key read without its counter (a cache miss on SQLite) was verified against none: the answer is the

@@ -90,8 +90,9 @@ extension AppAttestService {
     public func refreshReceipt(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
         async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
     {
+        let generation = keyCache.generation
         let record = try await key(keyID)
-        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record) }
+        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record, readSince: generation) }
         let outcome: AppAttestReceiptRefresh
         do { outcome = try await refresher.refreshReceipt(for: record) } catch {
             throw AppAttestServiceError(.receiptRefreshFailed, "\(error)", underlying: error)

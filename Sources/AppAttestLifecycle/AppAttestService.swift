@@ -217,6 +217,7 @@ public struct AppAttestService: Sendable {
             }
             return cached
         }
+        let generation = keyCache.generation
         guard
             let record = try await run({ () async throws(StoreError) -> KeyRecord? in
                 readingRevocation ? try await keyReads.keyWithCounters(keyID) : try await keyReads.key(keyID)
@@ -224,17 +225,20 @@ public struct AppAttestService: Sendable {
         else {
             throw AppAttestServiceError(.unknownKey, "no key \(keyID)")
         }
-        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record) }
-        return keyCache.insert(record, countersRead: readingRevocation || keyReads.readsCounters)
+        guard record.revokedAt == nil else { throw await refusal(ofRevoked: record, readSince: generation) }
+        return keyCache.insert(
+            record, countersRead: readingRevocation || keyReads.readsCounters, readSince: generation)
     }
 
     /// The refusal of a key found revoked (`record`, its revocation set), remembered by the key cache with why for the
     /// cache's age, so that the key's next requests are refused without a read (a revocation is never undone). When
     /// why cannot be read, the stricter refusal (`keyRevoked`), and nothing remembered.
-    func refusal(ofRevoked record: KeyRecord) async -> AppAttestServiceError {
+    /// - Parameter readSince: the key cache's generation before `record` was read, so that a revocation this process
+    ///   made meanwhile (with its own reason) is not hidden by what this read found (``KeyCache/generation``).
+    func refusal(ofRevoked record: KeyRecord, readSince: UInt64) async -> AppAttestServiceError {
         let superseded = try? await supersession(record.keyID)
         if let superseded {
-            keyCache.insert(record, superseded: superseded)
+            keyCache.insert(record, superseded: superseded, readSince: readSince)
         } else {
             keyCache.remove(record.keyID)
         }

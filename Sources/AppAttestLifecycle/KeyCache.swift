@@ -59,6 +59,8 @@ package final class KeyCache: Sendable {
         var head = -1
         var tail = -1
         var free: [Int] = []
+        /// How many times ``KeyCache/remove(_:)`` was called: a read that began before a removal is not cached.
+        var removals: UInt64 = 0
 
         struct Slot {
             var keyID: KeyID
@@ -119,13 +121,22 @@ package final class KeyCache: Sendable {
         }
     }
 
+    /// Where the cache stands, taken before a read from the store whose result ``insert(_:countersRead:superseded:readSince:)``
+    /// is to cache: a removal since (a revocation or a receipt replaced by this process) means the read may predate
+    /// it, and caching it would undo the removal for the cache's age.
+    package var generation: UInt64 { state.withLock { $0.removals } }
+
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
     /// - Parameters:
     ///   - countersRead: false when the record was read without its counter and revocation (0 and none).
     ///   - superseded: for a revoked key, whether a newer key of its user superseded it.
+    ///   - readSince: the ``generation`` taken before the record was read: when a key was removed since, the entry is
+    ///     returned but not cached (the read may be older than the removal). Nil for a key this process just stored.
     @discardableResult
-    package func insert(_ record: KeyRecord, countersRead: Bool = true, superseded: Bool = false) -> Entry {
+    package func insert(
+        _ record: KeyRecord, countersRead: Bool = true, superseded: Bool = false, readSince: UInt64? = nil
+    ) -> Entry {
         let record = record.withoutReceipt
         let entry = Entry(
             key: Key(record: record, fetchedAt: Self.uptime, countersRead: countersRead, superseded: superseded),
@@ -133,6 +144,7 @@ package final class KeyCache: Sendable {
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in
+            if let readSince, state.removals != readSince { return nil }
             if let slot = state.index[record.keyID] {
                 let old = state.slots[slot].entry
                 state.slots[slot].entry = entry
@@ -171,9 +183,10 @@ package final class KeyCache: Sendable {
         }
     }
 
-    /// Forgets a key (revoked, its receipt replaced, or unknown to the store).
+    /// Forgets a key (revoked, its receipt replaced, or unknown to the store); reads begun before are not cached.
     package func remove(_ keyID: KeyID) {
         let removed = state.withLock { state -> Entry? in
+            state.removals &+= 1
             guard let slot = state.index[keyID] else { return nil }
             let entry = state.slots[slot].entry
             state.remove(keyID)

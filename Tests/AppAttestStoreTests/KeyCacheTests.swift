@@ -27,6 +27,42 @@ struct KeyCacheTests {
         #expect(try await harness.store.key(device.keyID)?.key.counter == 1)
     }
 
+    @Test(
+        "a key read before this service revoked it is not cached after the revocation", .timeLimit(.minutes(1)),
+        arguments: Backend.available)
+    func readBeforeTheRevocation(backend: Backend) async throws {
+        let harness = try await Harness(backend)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        struct Gate { var hold = true, held = false, open = false }
+        let gate = Mutex(Gate())
+        // The first key read, once it has read the key (not yet revoked), waits until the gate opens.
+        let observed = ObservedAppAttestStore(
+            harness.store,
+            aroundKeyRead: { keyIDs in
+                guard keyIDs == nil, gate.withLock({ $0.hold }) else { return }
+                gate.withLock {
+                    $0.hold = false
+                    $0.held = true
+                }
+                while !gate.withLock({ $0.open }) { try? await Task.sleep(for: .milliseconds(1)) }
+            })
+        let service = AppAttestService(
+            verifier: harness.service.verifier, store: observed, keyCacheLimits: .init(maximumAge: 3_600))
+        // A challenge for the key reads it with its revocation (none yet); meanwhile this service revokes the key.
+        let reading = Task {
+            try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
+        }
+        while !gate.withLock({ $0.held }) { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(try await service.revokeKey(device.keyID, reason: "lost"))
+        gate.withLock { $0.open = true }
+        _ = try? await reading.value
+        // What the read found is not what the cache now holds: the key stays refused, as revoked.
+        await expectServiceError(.keyRevoked) {
+            _ = try await service.issueChallenge(purpose: AppAttestService.Purpose.assertion, keyID: device.keyID)
+        }
+    }
+
     @Test("a counter stored by another server refuses this server's replay of it", arguments: Backend.available)
     func counterAdvancedElsewhere(backend: Backend) async throws {
         let harness = try await Harness(backend)
