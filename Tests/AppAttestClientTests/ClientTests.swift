@@ -1093,30 +1093,27 @@ struct ClientTests {
 
     @Test("a next challenge kept longer than its lifetime is not used: the server may have purged it")
     func agedNextChallenge() async throws {
-        let transport = ScriptedTransport()
-        transport.state.withLock { $0.nextChallenges = true }
-        var configuration = AppAttestClientConfiguration(baseURL: Self.base, freshness: .nextChallengeInResponse)
-        configuration.nextChallengeLifetime = 1.5
-        let client = AppAttestClient(
-            configuration: configuration, keyProvider: Self.provider(), keyStorage: MemoryKeyStorage(),
-            transport: transport)
-        func fetched() -> Int {
-            transport.sent.filter {
+        // Fetches of assertion challenges after two requests, by a client that keeps next challenges for `lifetime`.
+        func fetches(lifetime: TimeInterval) async throws -> Int {
+            let transport = ScriptedTransport()
+            transport.state.withLock { $0.nextChallenges = true }
+            var configuration = AppAttestClientConfiguration(baseURL: Self.base, freshness: .nextChallengeInResponse)
+            configuration.nextChallengeLifetime = lifetime
+            let client = AppAttestClient(
+                configuration: configuration, keyProvider: Self.provider(), keyStorage: MemoryKeyStorage(),
+                transport: transport)
+            let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+            _ = try await client.data(for: request)
+            _ = try await client.data(for: request)
+            return transport.sent.filter {
                 $0.url!.path == "/appattest/challenge"
-                    && String(decoding: $0.httpBody ?? Data(), as: UTF8.self)
-                        .contains("\"assertion\"")
+                    && String(decoding: $0.httpBody ?? Data(), as: UTF8.self).contains("\"assertion\"")
             }.count
         }
-        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
-        _ = try await client.data(for: request)
-        #expect(fetched() == 1)
-        // At once: the answer's next challenge is used.
-        _ = try await client.data(for: request)
-        #expect(fetched() == 1)
-        // Past its lifetime: a fresh one is fetched instead.
-        try await Task.sleep(for: .milliseconds(1_700))
-        _ = try await client.data(for: request)
-        #expect(fetched() == 2)
+        // Within its lifetime (however slow the machine): the answer's next challenge is used.
+        #expect(try await fetches(lifetime: 3_600) == 1)
+        // Past it (a lifetime of 0 is past at once): a fresh one is fetched instead.
+        #expect(try await fetches(lifetime: 0) == 2)
     }
 
     @Test("requests that cannot be signed are refused before anything is sent")

@@ -218,7 +218,8 @@ struct ServeOperationTests {
             $0.requestTimeoutSeconds = 1
         }) { port in
             var idle: Int32 = -1
-            for _ in 0..<100 where idle < 0 {
+            let start = ContinuousClock.now
+            while idle < 0, ContinuousClock.now - start < .seconds(60) {
                 idle = Self.connect(port: port)
                 if idle < 0 { try await Task.sleep(for: .milliseconds(50)) }
             }
@@ -227,9 +228,9 @@ struct ServeOperationTests {
             let body = Self.connect(port: port)
             Self.send(body, "POST /v1/challenges HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"purpose\"")
             #expect(idle >= 0 && head >= 0 && body >= 0)
-            #expect(Self.closedByServer(idle, within: 5), "idle connection")
-            #expect(Self.closedByServer(head, within: 5), "unfinished head")
-            #expect(Self.closedByServer(body, within: 5), "unfinished body")
+            #expect(Self.closedByServer(idle, within: 15), "idle connection")
+            #expect(Self.closedByServer(head, within: 15), "unfinished head")
+            #expect(Self.closedByServer(body, within: 15), "unfinished body")
             for descriptor in [idle, head, body] { close(descriptor) }
             // The head alone in one read, then the body a byte every 0.4 s: never idle for the idle timeout, so only the
             // request's deadline, which runs from the head's read, can close it.

@@ -253,7 +253,8 @@ struct ChallengePolicyTests {
         }
         defer { purging.cancel() }
         var gone = false
-        for _ in 0..<100 where !gone {
+        let start = ContinuousClock.now
+        while !gone, ContinuousClock.now - start < .seconds(60) {
             try await Task.sleep(for: .milliseconds(50))
             gone = try await harness.store.challenge(issued) == nil
         }

@@ -66,11 +66,19 @@ struct FailoverTests {
 
         // The storm: writes and reads from 256 tasks for 3 seconds, while 16 threads keep every core busy (a
         // server under load: postgres-nio's own query path lost a connection for good whenever a refusal
-        // arrived before the caller began to read it).
+        // arrived before the caller began to read it). The spinning threads run at the lowest priority, so that
+        // they take the cores whenever this test's tasks wait, but leave the other tests running in this process
+        // their share (they starved them for seconds).
         let stop = Flag()
         let tally = Tally()
         for _ in 0..<16 {
             Thread.detachNewThread {
+                #if os(Linux)
+                // On Linux a nice value is the thread's, and 0 names the calling thread.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+                #else
+                Thread.current.threadPriority = 0
+                #endif
                 var spins = 0
                 while !stop.isSet { spins &+= 1 }
                 _ = spins
@@ -110,7 +118,7 @@ struct FailoverTests {
         for key in keys.prefix(40) {
             let start = ContinuousClock.now
             _ = try await store.key(key)
-            #expect(ContinuousClock.now - start < .seconds(2))
+            #expect(ContinuousClock.now - start < .seconds(4), "a read waited for a lost connection")
         }
         // The promotion: writes are accepted again (the connections that met the read-only server were closed,
         // and their replacements can write) within a few seconds.
