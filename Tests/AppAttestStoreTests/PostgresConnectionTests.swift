@@ -105,7 +105,7 @@ struct PostgresConnectionTests {
             try Self.url(host: "localhost", "sslmode=verify-full&sslrootcert=\(ca)"),
         ] {
             #expect(try await Self.usesTLS(try PostgresAppAttestStore.configuration(url: url)), "\(url)")
-            let store = try await PostgresAppAttestStore.connect(url: url, startupTimeout: .seconds(20))
+            let store = try await PostgresAppAttestStore.connect(url: url, startupTimeout: .seconds(90))
             try await Self.exercise(store)
             store.shutdown()
         }
@@ -189,7 +189,7 @@ struct PostgresConnectionTests {
         }
         // The right CA, by IP address: the chain is checked, the host name is not (verify-ca).
         let store = try await PostgresAppAttestStore.connect(
-            url: try Self.url("sslmode=require&sslrootcert=\(ca)"), startupTimeout: .seconds(20))
+            url: try Self.url("sslmode=require&sslrootcert=\(ca)"), startupTimeout: .seconds(90))
         try await Self.exercise(store)
         store.shutdown()
     }
@@ -214,7 +214,7 @@ struct PostgresConnectionTests {
         let client = PostgresClient(configuration: try PostgresAppAttestStore.configuration(url: try Self.url("")))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
-            let store = try await PostgresAppAttestStore.make(client: client, startupTimeout: .seconds(20))
+            let store = try await PostgresAppAttestStore.make(client: client, startupTimeout: .seconds(90))
             try await Self.exercise(store)
             store.shutdown()
             // The client is the application's: still running.

@@ -143,7 +143,7 @@ struct PostgresMigrationTests {
             }
 
             let store = try await PostgresAppAttestStore.connect(
-                configuration: configuration, startupTimeout: .seconds(20))
+                configuration: configuration, startupTimeout: .seconds(90))
             defer { store.shutdown() }
             try await expectCountersBelowSevenUsed(store, key)
             #expect(try await store.key(key)?.key.counter == 9)

@@ -91,7 +91,7 @@ struct StoreDeadlineTests {
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             let store = try await PostgresAppAttestStore.make(
-                client: client, startupTimeout: .seconds(20), operationTimeout: .seconds(1))
+                client: client, startupTimeout: .seconds(90), operationTimeout: .seconds(1))
             // The only connection is held elsewhere for 10 s: the database looks as if it had stopped answering.
             let held = Mutex(false)
             let holding = Task {
