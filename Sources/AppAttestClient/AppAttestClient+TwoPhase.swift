@@ -74,9 +74,15 @@ extension AppAttestClient {
     public func complete(_ signed: AppAttestSignedRequest, response: HTTPURLResponse, body: Data)
         async throws(AppAttestClientError) -> AppAttestCompletion
     {
-        release(signed.ticket)
+        let refusal = Self.refusal(for: response, body)
+        // A request that must not run twice, told to wait and come back, goes back as it was signed, in its turn
+        // (kept meanwhile, so that no later signature passes it): the answer may be a duplicate delivery's, its
+        // first delivery accepted and run, and then the server refuses this one as a replay, where a new signature
+        // would run it again.
+        let sentAgainAsSigned = refusal?.action == "retry" && !signed.resendable
+        if !sentAgainAsSigned { release(signed.ticket) }
         keepNextChallenge(from: response, keyID: signed.keyID)
-        guard let refusal = Self.refusal(for: response, body) else {
+        guard let refusal else {
             emit(
                 AppAttestClientEvent(
                     .answered, keyID: signed.keyID, status: response.statusCode,
@@ -87,9 +93,17 @@ extension AppAttestClient {
         do {
             try await recover(from: refusal, keyID: signed.keyID, resendable: signed.resendable, attempt: &attempt)
         } catch {
+            if sentAgainAsSigned { release(signed.ticket) }
             throw published(error)
         }
         emit(AppAttestClientEvent(.repaired, keyID: signed.keyID, code: refusal.code, status: refusal.status))
+        if sentAgainAsSigned {
+            return .resend(
+                AppAttestSignedRequest(
+                    request: signed.request, original: signed.original, binding: signed.binding,
+                    keyID: signed.keyID, ticket: signed.ticket, resendable: false, attempt: attempt,
+                    started: signed.started))
+        }
         return .resend(
             try await self.signed(
                 signed.original, signed.binding, resendable: signed.resendable, attempt: attempt,

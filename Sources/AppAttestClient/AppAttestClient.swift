@@ -221,7 +221,11 @@ public actor AppAttestClient {
     /// A refusal by the server's App Attest layer (a problem document, before your route ran) is handled as its
     /// `action` says: `retry` waits for `Retry-After` (and a random share more) and sends again, or throws
     /// ``AppAttestClientError/Code/deferred`` when that wait is longer than
-    /// ``AppAttestClientConfiguration/maximumRetryDelay``; `reattest` replaces the key and sends again;
+    /// ``AppAttestClientConfiguration/maximumRetryDelay``. A request that may run twice is signed again; one that
+    /// may not is sent again exactly as signed, holding its turn while it waits, because the `retry` may have been a
+    /// second delivery's answer (a proxy's retry) while the first ran: the server then refuses the same assertion as
+    /// a replay, and the call throws ``AppAttestClientError/Code/requestMayHaveRun``. `reattest` replaces the key
+    /// and sends again;
     /// `refetchChallenge` signs again with a new challenge, counter or timestamp, but only a request that may run
     /// twice, because a second delivery of an accepted request gets the same refusal. Each repair happens at most
     /// once per call; anything else is thrown.

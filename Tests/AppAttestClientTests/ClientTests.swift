@@ -632,6 +632,17 @@ struct ClientTests {
         #expect(
             try await client.data(for: URLRequest(url: Self.base.appendingPathComponent("api/x"))).1.statusCode == 200)
         #expect(transport.protectedSent() == 2)
+        // A POST is sent again as it was signed (its first delivery did not run: the same assertion is accepted);
+        // the GET above was signed again.
+        transport.state.withLock { $0.protected = [.problem(.rateLimited(retryAfter: 0))] }
+        var post = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("{}".utf8)
+        #expect(try await client.data(for: post).1.statusCode == 200)
+        let assertions = transport.sent.filter { $0.url!.path == "/api/x" }.map {
+            $0.value(forHTTPHeaderField: "App-Attest-Assertion")
+        }
+        #expect(assertions.count == 4 && assertions[0] != assertions[1] && assertions[2] == assertions[3])
         // 503 asks for a second; this client waits at most 4 ms.
         transport.state.withLock { $0.protected = [Self.refusal(.storeUnavailable)] }
         do {
@@ -641,7 +652,7 @@ struct ClientTests {
             #expect(error.code == .deferred && error.problemCode == "storeUnavailable")
             #expect(error.retryAfter != nil)
         }
-        #expect(transport.protectedSent() == 3)
+        #expect(transport.protectedSent() == 5)
     }
 
     @Test("the lifecycle as events: key generated and attested, repairs, a key reset, each answer, a deferral")

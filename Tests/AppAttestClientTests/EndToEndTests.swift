@@ -86,6 +86,44 @@ struct EndToEndTests {
         try await backend.stop()
     }
 
+    @Test(
+        "a POST whose retry answer was a duplicate delivery's is sent again as signed: refused as a replay, it runs once",
+        arguments: [AppAttestClientFreshness.challengePerRequest, .nextChallengeInResponse, .timestamp])
+    func busyDuplicate(_ freshness: AppAttestClientFreshness) async throws {
+        let backend = try await HummingbirdBackend.start(freshness: freshness, window: 1)
+        let transport = HoldingTransport()
+        let client = AppAttestClient(
+            configuration: AppAttestClientConfiguration(baseURL: backend.baseURL, freshness: freshness),
+            keyProvider: SimulatedKeyProvider(authority: E2E.authority, appID: E2E.appID), transport: transport)
+        do {
+            var post = URLRequest(url: backend.baseURL.appendingPathComponent("api/orders"))
+            post.httpMethod = "POST"
+            post.httpBody = Data(#"{"item":1}"#.utf8)
+            // The first delivery runs; the answer the app gets says to come back.
+            transport.answerBusyAfterNextDelivery()
+            do {
+                let (_, response) = try await client.data(for: post)
+                Issue.record("the POST was sent again and answered \(response.statusCode): it ran twice")
+            } catch {
+                #expect(error.code == .requestMayHaveRun, "\(error)")
+            }
+            #expect(transport.deliveries("/api/orders") == [200, 409])
+            // A GET, which may run twice, is signed again and answered.
+            transport.answerBusyAfterNextDelivery()
+            let (_, response) = try await client.data(
+                for: URLRequest(url: backend.baseURL.appendingPathComponent("api/items")))
+            #expect(response.statusCode == 200)
+            #expect(transport.deliveries("/api/items") == [200, 200])
+            // The POST's key and turn are as before: the next POST runs.
+            let (_, next) = try await client.data(for: post)
+            #expect(next.statusCode == 200)
+        } catch {
+            try await backend.stop()
+            throw error
+        }
+        try await backend.stop()
+    }
+
     #if ServiceClient
     @Test(
         "appattest serve behind the app's backend (typed client), a reorder window of 64, eight in flight",

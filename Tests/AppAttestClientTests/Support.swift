@@ -49,6 +49,7 @@ final class HoldingTransport: AppAttestClientTransport {
     private struct State {
         var hold = false
         var duplicate = false
+        var busyAfterDelivery = false
         var loseAttestationAnswer = false
         /// Signed requests to this path wait this long before they are sent (a slow network path).
         var delayed: (path: String, seconds: Double)?
@@ -60,6 +61,9 @@ final class HoldingTransport: AppAttestClientTransport {
 
     func holdNext() { state.withLock { $0.hold = true } }
     func duplicateNext() { state.withLock { $0.duplicate = true } }
+    /// Delivers the next signed request, then answers it with the server's 429 `rateLimited` (`retry`, no wait), as
+    /// a proxy that sent it again after a timeout hands back the second delivery's answer.
+    func answerBusyAfterNextDelivery() { state.withLock { $0.busyAfterDelivery = true } }
     /// Delivers the next attestation, then loses the server's answer (the connection drops).
     func loseNextAttestationAnswer() { state.withLock { $0.loseAttestationAnswer = true } }
     var held: URLRequest? { state.withLock { $0.held } }
@@ -91,7 +95,23 @@ final class HoldingTransport: AppAttestClientTransport {
         if signed, let delayed = state.withLock({ $0.delayed }), request.url!.path == delayed.path {
             try await Task.sleep(for: .seconds(delayed.seconds))
         }
+        let busy = signed && state.withLock { state in
+            defer { state.busyAfterDelivery = false }
+            return state.busyAfterDelivery
+        }
         var answer = try await inner.send(request)
+        if busy {
+            record(request, answer.1.statusCode)
+            let fields = ["Content-Type": "application/problem+json", "Retry-After": "0"]
+            let problem = """
+                {"action":"retry","code":"rateLimited","status":429,"title":"Too many requests",\
+                "type":"https://github.com/swift-app-attest/swift-app-attest/blob/main/README.md#errors"}
+                """
+            return (
+                Data(problem.utf8),
+                HTTPURLResponse(url: request.url!, statusCode: 429, httpVersion: "HTTP/1.1", headerFields: fields)!
+            )
+        }
         if duplicate {
             record(request, answer.1.statusCode)
             answer = try await inner.send(request)
