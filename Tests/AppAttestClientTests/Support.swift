@@ -95,10 +95,12 @@ final class HoldingTransport: AppAttestClientTransport {
         if signed, let delayed = state.withLock({ $0.delayed }), request.url!.path == delayed.path {
             try await Task.sleep(for: .seconds(delayed.seconds))
         }
-        let busy = signed && state.withLock { state in
-            defer { state.busyAfterDelivery = false }
-            return state.busyAfterDelivery
-        }
+        let busy =
+            signed
+            && state.withLock { state in
+                defer { state.busyAfterDelivery = false }
+                return state.busyAfterDelivery
+            }
         var answer = try await inner.send(request)
         if busy {
             record(request, answer.1.statusCode)
