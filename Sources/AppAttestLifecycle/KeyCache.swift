@@ -59,8 +59,6 @@ package final class KeyCache: Sendable {
         var head = -1
         var tail = -1
         var free: [Int] = []
-        /// How many times ``KeyCache/remove(_:)`` was called: a read that began before a removal is not cached.
-        var removals: UInt64 = 0
 
         struct Slot {
             var keyID: KeyID
@@ -93,6 +91,9 @@ package final class KeyCache: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many times ``remove(_:)`` was called: a read that began before a removal is not cached. Changed under the
+    /// lock, and read there by an insertion; read without it by ``generation`` (an atomic load on the assertion path).
+    private let removals = Atomic<UInt64>(0)
     private let capacity: Int
     private let maximumAge: TimeInterval
 
@@ -124,7 +125,7 @@ package final class KeyCache: Sendable {
     /// Where the cache stands, taken before a read from the store whose result ``insert(_:countersRead:superseded:readSince:)``
     /// is to cache: a removal since (a revocation or a receipt replaced by this process) means the read may predate
     /// it, and caching it would undo the removal for the cache's age.
-    package var generation: UInt64 { state.withLock { $0.removals } }
+    package var generation: UInt64 { removals.load(ordering: .acquiring) }
 
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
@@ -144,7 +145,7 @@ package final class KeyCache: Sendable {
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in
-            if let readSince, state.removals != readSince { return nil }
+            if let readSince, removals.load(ordering: .relaxed) != readSince { return nil }
             if let slot = state.index[record.keyID] {
                 let old = state.slots[slot].entry
                 state.slots[slot].entry = entry
@@ -186,7 +187,7 @@ package final class KeyCache: Sendable {
     /// Forgets a key (revoked, its receipt replaced, or unknown to the store); reads begun before are not cached.
     package func remove(_ keyID: KeyID) {
         let removed = state.withLock { state -> Entry? in
-            state.removals &+= 1
+            removals.add(1, ordering: .releasing)
             guard let slot = state.index[keyID] else { return nil }
             let entry = state.slots[slot].entry
             state.remove(keyID)
