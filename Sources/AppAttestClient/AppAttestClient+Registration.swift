@@ -23,7 +23,12 @@ extension AppAttestClient {
                 loading = load
             }
             let record: AppAttestStoredKey?
-            do { record = try await load.value } catch {
+            do { record = try await load.value } catch is DecodingError {
+                // A record this version cannot read (a downgrade, a damaged item) would fail every call, and a
+                // Keychain item outlives a reinstall: read as none, and replaced at the next save. A storage that
+                // cannot be read at all (a locked Keychain) still fails, so that a key is not replaced for it.
+                record = nil
+            } catch {
                 if loading == load { loading = nil }
                 throw AppAttestClientError(.storage, "\(error)")
             }
@@ -219,7 +224,16 @@ extension AppAttestClient {
                             .attestationRefused, keyID: keyID, code: error.problemCode, status: error.status))
                 }
                 var recovery = Self.registrationRecovery(error)
-                if attestation != nil, refused, ["challengeUnknown", "challengeExpired"].contains(error.problemCode) {
+                if attestation != nil, refused, let code = error.problemCode,
+                    Self.refusalsOfTheRequest.contains(code)
+                {
+                    // Refused for the request, not the attestation (a backend whose token to the verifying service
+                    // was rotated, say): the attested key and its attestation are kept (stored), and posted again
+                    // with the next request, so that the outage costs none of Apple's attestations.
+                    throw error
+                } else if attestation != nil, refused,
+                    ["challengeUnknown", "challengeExpired"].contains(error.problemCode)
+                {
                     // The object's challenge is gone and the key cannot be attested again: a new key.
                     recovery = .newKey
                 } else if attestation != nil, refused, recovery == nil {
@@ -256,6 +270,12 @@ extension AppAttestClient {
         }
         throw lastError
     }
+
+    /// Refusals of an attestation's post that say nothing of the attestation: the server refused the request, its
+    /// caller or its user identifier before looking at the object.
+    static let refusalsOfTheRequest: Set<String> = [
+        "unauthorized", "forbidden", "notConfigured", "bodyTooLarge", "malformed", "invalidUserID",
+    ]
 
     enum RegistrationRecovery {
         case newKey, retry

@@ -57,6 +57,14 @@ extension AppAttestClient {
         _ request: URLRequest, _ parts: RequestParts, keyID: String, challenge: [UInt8]?, ticket: Int,
         attempt: inout RequestAttempt
     ) async throws(AppAttestClientError) -> URLRequest? {
+        // The turn to sign first: a timestamp read before a wait for it would be old when sent, and the key may have
+        // been reset or replaced meanwhile (a sign-out): then nothing is signed with it, and the caller takes the
+        // current key.
+        try await beginSigning(ticket)
+        guard key?.keyID == keyID else {
+            endSigning(ticket, signed: false)
+            return nil
+        }
         var signed = request
         let clientData: [UInt8]
         if let challenge {
@@ -73,7 +81,6 @@ extension AppAttestClient {
             signed.setValue(String(milliseconds), forHTTPHeaderField: RequestBindingHeaders.timestamp)
         }
         let assertion: Data
-        try await beginSigning(ticket)
         do {
             assertion = try await keyProvider.generateAssertion(
                 keyID, clientDataHash: Data(SHA256.hash(data: clientData)))

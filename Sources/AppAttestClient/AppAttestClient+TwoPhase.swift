@@ -38,7 +38,8 @@ public enum AppAttestCompletion: Sendable {
     /// The answer is your route's (whatever its status): use it.
     case answered
     /// The server's App Attest layer refused the request and the client repaired what its `action` said: send this
-    /// request (signed again) in its place, and complete it in turn.
+    /// request in its place, and complete (or abandon) it in turn. It is signed again, or, for a request that may not
+    /// run twice told to come back (`retry`), it is the same signed request, which kept its turn while it waited.
     case resend(AppAttestSignedRequest)
 }
 
@@ -92,9 +93,20 @@ extension AppAttestClient {
         var attempt = signed.attempt
         do {
             try await recover(from: refusal, keyID: signed.keyID, resendable: signed.resendable, attempt: &attempt)
+            // A deferral another request kept meanwhile holds this one too.
+            if sentAgainAsSigned { try checkServerDeferral() }
         } catch {
-            if sentAgainAsSigned { release(signed.ticket) }
-            throw published(error)
+            guard sentAgainAsSigned else { throw published(error) }
+            release(signed.ticket)
+            // Given up (out of retries, or a wait too long): an earlier delivery may have run it, so the app must not
+            // send it again as new. The wait the server asked for, if any, stays with the error.
+            guard [.deferred, .requestRefused].contains(error.code) else { throw published(error) }
+            throw published(
+                AppAttestClientError(
+                    .requestMayHaveRun,
+                    "refused with \(refusal.code) and not sent again: an earlier delivery may have run it",
+                    status: error.status ?? refusal.status, problemCode: error.problemCode ?? refusal.code,
+                    action: error.action ?? refusal.action, retryAfter: error.retryAfter))
         }
         emit(AppAttestClientEvent(.repaired, keyID: signed.keyID, code: refusal.code, status: refusal.status))
         if sentAgainAsSigned {

@@ -84,6 +84,8 @@ public actor AppAttestClient {
     /// Whether a signature is being made.
     var signing = false
     var lastTicket = 0
+    /// The tickets admitted and not yet released.
+    var admitted: Set<Int> = []
     var waiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var lastWaiter = 0
     var clockOffset: TimeInterval = 0
@@ -263,6 +265,7 @@ public actor AppAttestClient {
         try await wait(until: { $0.permits > 0 })
         permits -= 1
         lastTicket += 1
+        admitted.insert(lastTicket)
         return lastTicket
     }
 
@@ -287,6 +290,8 @@ public actor AppAttestClient {
 
     /// The request of `ticket` was answered (or failed, or was never sent): the waiting requests look again.
     func release(_ ticket: Int) {
+        // Once per turn: a second release (an `abandon` after `complete`, say) would add a permit for good.
+        guard admitted.remove(ticket) != nil else { return }
         unanswered[ticket] = nil
         permits += 1
         wakeAll()

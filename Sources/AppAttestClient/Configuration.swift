@@ -161,7 +161,11 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
         public static let requestRefused = Code(name: "requestRefused")
         /// The server refused the request as it refuses a second delivery of one it accepted (its challenge or counter
         /// was already used, or its timestamp is too old): the request may have run. It was not resent, because its
-        /// method is not idempotent (``AppAttestClientConfiguration/resendsNonIdempotentRequests``).
+        /// method is not idempotent (``AppAttestClientConfiguration/resendsNonIdempotentRequests``). Also thrown
+        /// when such a request, told to come back (`retry`: 429, 503), could not be sent again as it was signed
+        /// (out of retries, or a wait longer than ``AppAttestClientConfiguration/maximumRetryDelay``, then with
+        /// ``AppAttestClientError/retryAfter``): that answer may have been a second delivery's while the first ran.
+        /// Either way it may be a false alarm; look the outcome up, or resend with an idempotency key of your API.
         public static let requestMayHaveRun = Code(name: "requestMayHaveRun")
         /// The client will not try before ``AppAttestClientError/retryAfter``: the server asked for a wait that, with
         /// the random share the client adds to spread apps out, is longer than
@@ -187,7 +191,8 @@ public struct AppAttestClientError: Error, Sendable, Hashable, CustomStringConve
     /// The `action` of the server's problem document, if it sent one (`retry`, `refetchChallenge`, `reattest` or
     /// `none`).
     public let action: String?
-    /// When the client will try again, for ``Code/deferred``.
+    /// When the client will try again, for ``Code/deferred``; for ``Code/requestMayHaveRun`` after a `retry`, when
+    /// the server asked to come back.
     public let retryAfter: Date?
 
     init(
