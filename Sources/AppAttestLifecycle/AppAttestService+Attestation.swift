@@ -33,7 +33,7 @@ extension AppAttestService {
         } catch  where error.code == .challengeUnknown {
             // The same attestation posted again because its answer was lost: the answer it had the first time.
             if let registered = try await registeredBefore(
-                attestationObject, keyID: keyID, challenge: challenge, userID: userID)
+                attestationObject, keyID: keyID, challenge: challenge, userID: userID, trace: trace)
             {
                 return registered
             }
@@ -97,16 +97,28 @@ extension AppAttestService {
     /// challenge is known to be used, and only for a key that exists and is not revoked: the object must verify against
     /// the challenge (its certificates valid now) and carry the receipt stored with the key, so that nothing but the
     /// first registration's own object gets its answer, and nothing changes.
-    private func registeredBefore(_ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?)
-        async throws(AppAttestServiceError) -> KeyRecord?
-    {
+    ///
+    /// A repost verified here is remembered for a few minutes (``RepostedAttestations``): the same bytes again are
+    /// answered without verifying the chain once more, so that a registration's body posted in a loop costs a read
+    /// each, not a chain verification.
+    private func registeredBefore(
+        _ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?, trace: ServiceTrace?
+    ) async throws(AppAttestServiceError) -> KeyRecord? {
         guard let existing = try await run({ () async throws(StoreError) -> KeyRecord? in try await store.key(keyID) }),
             existing.revokedAt == nil, existing.userID == userID,
             // The receipt first (a parse, no signature checked): only the registration's own object goes further.
-            (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt,
-            let attested = try? verifier.verifyAttestation(object, keyID: keyID, challenge: challenge),
+            (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt
+        else { return nil }
+        let digest = RepostedAttestations.digest(object, keyID: keyID, challenge: challenge, userID: userID)
+        if repostedAttestations.contains(digest) { return existing }
+        var timeline = trace.map { _ in VerificationTimeline() }
+        defer { if let timeline { trace?.steps(timeline) } }
+        guard
+            let attested = try? verifier.verifyAttestation(
+                object, keyID: keyID, challenge: challenge, timeline: &timeline),
             attested.receipt == existing.receipt, attested.key.publicKey == existing.key.publicKey
         else { return nil }
+        repostedAttestations.insert(digest)
         return existing
     }
 }

@@ -37,6 +37,8 @@ public struct AppAttestService: Sendable {
     let keyReads: KeyReadBatcher
     let batcher: AcceptanceBatcher
     let policyState: PolicyState
+    /// Reposts of registrations verified lately, answered again without a chain verification.
+    let repostedAttestations = RepostedAttestations()
     /// Where the lifecycle's metrics go; nil for the process's bootstrapped backend.
     let metricsFactory: (any MetricsFactory)?
     /// Where spans go; nil when tracing is off.

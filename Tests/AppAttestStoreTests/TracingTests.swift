@@ -35,6 +35,29 @@ struct TracingTests {
         return device
     }
 
+    @Test("a registration posted again is verified once: its later reposts are answered without the chain's check")
+    func repostVerifiedOnce() async throws {
+        let tracer = InMemoryTracer()
+        let service = try service(tracer)
+        let device = try SimulatedDevice(authority: Harness.authority, appID: Harness.appID)
+        let challenge = try await service.issueChallenge(purpose: AppAttestService.Purpose.attestation).challenge
+        let object = try device.attest(challenge: challenge)
+        let registered = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
+        // Chain checks in the spans of each post, in order: the registration's, then the reposts'.
+        var chains: [Int] = []
+        for _ in 0..<3 {
+            let before = tracer.finishedSpans.filter { $0.operationName == "appattest.chain" }.count
+            let again = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge)
+            #expect(again.keyID == registered.keyID && again.receipt == registered.receipt)
+            chains.append(tracer.finishedSpans.filter { $0.operationName == "appattest.chain" }.count - before)
+        }
+        #expect(chains == [1, 0, 0], "chain checks per repost: \(chains)")
+        // Another user's repost of it is not the registration's.
+        await expectServiceError(.challengeUnknown) {
+            _ = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge, userID: "x")
+        }
+    }
+
     @Test("an attestation and an assertion: a span each, children for every step, in order and within the parent")
     func spans() async throws {
         let tracer = InMemoryTracer()
