@@ -153,10 +153,23 @@ public final class AppAttestServer: Sendable {
     /// ``reloadTokens(_:)``) and each App ID's enforcement, attestation budget and keys per user. Everything is
     /// checked first: a bad value changes nothing, and the error names its key. App IDs and their environments take
     /// a restart (a change is logged as a warning); `serve` applies the environment variables over the file again, so
-    /// a setting given by an `APPATTEST_*` variable keeps its value.
+    /// a setting given by an `APPATTEST_*` variable keeps its value. A configuration without tokens is read as at
+    /// start: the token generated into `tokenFile` is then the only one accepted, so that emptying the list revokes
+    /// every configured token.
     /// - Returns: the names of the tokens now accepted.
     @discardableResult
     public func reload(_ reloaded: ServerConfiguration) throws(ServerConfigurationError) -> [String] {
+        var reloaded = reloaded
+        if reloaded.tokens.isEmpty {
+            let generated: ServerConfiguration.Token
+            do { generated = try Self.generatedToken(file: reloaded.tokenFile, logger: logger) } catch {
+                throw error as? ServerConfigurationError ?? ServerConfigurationError("\(error)")
+            }
+            reloaded.tokens = [generated]
+            if self.tokens.names != [generated.name] {
+                logger.warning("reload: no tokens configured: only the generated token is accepted now")
+            }
+        }
         var check = configuration
         check.tokens = reloaded.tokens
         check.apps = reloaded.apps

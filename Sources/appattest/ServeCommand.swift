@@ -96,7 +96,12 @@ struct ServeCommand: AsyncParsableCommand {
                 logger.info("configuration read from \(Terminal.safe(file, limit: 256))")
             }
         }
+        let fileTokens = configuration.tokens.count
         try configuration.apply(environment: ProcessInfo.processInfo.environment)
+        if fileTokens > 0, ProcessInfo.processInfo.environment["APPATTEST_TOKENS"] != nil {
+            // Else an operator who removes a leaked token from the file, and reloads, believes it gone.
+            logger.warning("APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: edit it there")
+        }
         if let database { configuration.database = database }
         if let host { configuration.host = host }
         if let port { configuration.port = port }

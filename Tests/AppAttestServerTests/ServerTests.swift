@@ -316,6 +316,22 @@ struct ServerTests {
         }
     }
 
+    @Test("a reloaded configuration without tokens accepts only the generated token: emptying the list revokes them")
+    func reloadWithoutTokens() async throws {
+        let tokenFile = try F.directory() + "/generated-token"
+        try await F.withServer({ $0.tokenFile = tokenFile }) { server, client in
+            var reloaded = server.configuration
+            reloaded.tokens = []
+            #expect(try server.reload(reloaded) == ["generated"])
+            var response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: F.tokenA)
+            #expect(response.status == .unauthorized)
+            let generated = try String(contentsOfFile: tokenFile, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            response = try await post(client, "/v1/challenges", #"{"purpose":"attestation"}"#, token: generated)
+            #expect(response.status == .ok)
+        }
+    }
+
     @Test("beyond a caller's rate: 429 with Retry-After; callers are limited separately")
     func rateLimit() async throws {
         try await F.withServer({ $0.rateLimit = .init(requestsPerSecond: 0.01, burst: 2) }) { _, client in
