@@ -100,7 +100,8 @@ struct ServeCommand: AsyncParsableCommand {
         try configuration.apply(environment: ProcessInfo.processInfo.environment)
         if fileTokens > 0, ProcessInfo.processInfo.environment["APPATTEST_TOKENS"] != nil {
             // Else an operator who removes a leaked token from the file, and reloads, believes it gone.
-            logger.warning("APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: edit it there")
+            logger.warning(
+                "APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: rotate them there")
         }
         if let database { configuration.database = database }
         if let host { configuration.host = host }
