@@ -386,8 +386,8 @@ let package = Package(
         .testTarget(
             name: "AppAttestHTTPTests",
             dependencies: [
-                "AppAttestHTTP", "AppAttest", "AppAttestWire", "AppAttestTesting",
-                .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
+                "AppAttestHTTP", "AppAttest", "AppAttestWire", "AppAttestTesting", "AppAttestLifecycle",
+                "AppAttestStore", .product(name: "HTTPTypes", package: "swift-http-types", condition: http),
             ],
             swiftSettings: strict
         ),
