@@ -74,7 +74,9 @@ extension AppAttestClient {
         case "retry":
             guard attempt.retries < Self.maximumRetriesPerRequest else { throw refused }
             attempt.retries += 1
-            let wait = refusal.retryAfter ?? configuration.initialRetryDelay
+            // A wait of nothing (`Retry-After: 0`, none at all) is the exponential backoff's: never sent again at once.
+            let wait = max(
+                Self.boundedWait(refusal.retryAfter ?? 0), exponentialDelay(afterRetries: attempt.retries - 1))
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):

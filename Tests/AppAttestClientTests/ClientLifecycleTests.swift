@@ -102,4 +102,23 @@ extension ClientTests {
         #expect(await provider.callCount("attestKey") == 1)
         #expect(transport.sent.filter { $0.url!.path == "/appattest/attestation" }.count == 2)
     }
+
+    @Test("Retry-After: 0 is waited as the backoff's first step, not sent again at once")
+    func retryAfterZeroWaits() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.protected = [.problem(.rateLimited(retryAfter: 0))] }
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.initialRetryDelay = 0.3
+        configuration.maximumRetryDelay = 10
+        let client = AppAttestClient(
+            configuration: configuration, keyProvider: Self.provider(), keyStorage: MemoryKeyStorage(),
+            transport: transport)
+        let request = URLRequest(url: Self.base.appendingPathComponent("api/x"))
+        _ = try await client.register()
+        let start = ContinuousClock.now
+        #expect(try await client.data(for: request).1.statusCode == 200)
+        // A lower bound only: a slow machine waits longer, never shorter.
+        #expect(ContinuousClock.now - start >= .milliseconds(300))
+        #expect(transport.protectedSent() == 2)
+    }
 }
