@@ -80,6 +80,11 @@ public final class AppAttestServer: Sendable {
         if configuration.tokens.isEmpty {
             configuration.tokens = [try Self.generatedToken(file: configuration.tokenFile, logger: logger)]
         }
+        if configuration.tokens.count * configuration.challengesPerCaller >= configuration.challengesTotal {
+            logger.warning(
+                "\(configuration.tokens.count) callers may hold \(configuration.challengesPerCaller) unused challenges each, as many as challengesTotal (\(configuration.challengesTotal)): a few callers can hold them all and refuse every registration; lower challengesPerCaller or raise challengesTotal"
+            )
+        }
         let receiptValidator = try configuration.receiptValidator()
         let refresher = try configuration.apple.map { apple throws -> ReceiptRefresher in
             try ReceiptRefresher(apple, validator: receiptValidator, logger: logger)
@@ -110,7 +115,8 @@ public final class AppAttestServer: Sendable {
             let verifier = try AppAttestVerifier(configuration: verifierConfiguration)
             service = AppAttestService(
                 verifier: verifier, store: store, challengeLifetime: configuration.challengeLifetimeSeconds,
-                challengeLimits: .init(perIssuer: configuration.challengesPerCaller),
+                challengeLimits: .init(
+                    perIssuer: configuration.challengesPerCaller, total: configuration.challengesTotal),
                 receiptValidator: configuration.validatesAttestationReceipts ? receiptValidator : nil,
                 counterPolicy: .reorderWindow(configuration.counterReorderWindow),
                 keyCacheLimits: .init(

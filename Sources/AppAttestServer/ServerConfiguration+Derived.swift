@@ -66,8 +66,11 @@ extension ServerConfiguration {
         guard (1...600).contains(startupTimeoutSeconds) else {
             throw ServerConfigurationError("startupTimeoutSeconds must be from 1 to 600")
         }
-        guard (1...100_000).contains(challengesPerCaller) else {
-            throw ServerConfigurationError("challengesPerCaller must be from 1 to 100000")
+        guard (1...10_000_000).contains(challengesTotal) else {
+            throw ServerConfigurationError("challengesTotal must be from 1 to 10000000")
+        }
+        guard (1...challengesTotal).contains(challengesPerCaller) else {
+            throw ServerConfigurationError("challengesPerCaller must be from 1 to challengesTotal (\(challengesTotal))")
         }
         guard (0.1...600).contains(storeTimeoutSeconds) else {
             throw ServerConfigurationError("storeTimeoutSeconds must be from 0.1 to 600")

@@ -98,6 +98,7 @@ extension ServerConfiguration {
         if let value = try number("APPATTEST_STARTUP_TIMEOUT") { startupTimeoutSeconds = value }
         if let value = try number("APPATTEST_STORE_TIMEOUT") { storeTimeoutSeconds = value }
         if let value = try wholeNumber("APPATTEST_CHALLENGES_PER_CALLER") { challengesPerCaller = value }
+        if let value = try wholeNumber("APPATTEST_CHALLENGES_TOTAL") { challengesTotal = value }
         if let value = try number("APPATTEST_READINESS_TIMEOUT") { readinessTimeoutSeconds = value }
         if let value = try wholeNumber("APPATTEST_MAX_CONNECTIONS") { maximumConnections = value }
         if let value = try wholeNumber("APPATTEST_COUNTER_REORDER_WINDOW") { counterReorderWindow = value }

@@ -16,7 +16,8 @@ import Foundation
 /// | `maximumBodyBytes` | `APPATTEST_MAX_BODY_BYTES` | request size limit (128 KiB) |
 /// | `rateLimit` | `APPATTEST_RATE_LIMIT` | per caller: `RATE/BURST` requests per second (`1000/2000`) |
 /// | `challengeLifetimeSeconds` | | challenge lifetime (300) |
-/// | `challengesPerCaller` | `APPATTEST_CHALLENGES_PER_CALLER` | unused challenges one caller may hold (50,000) |
+/// | `challengesPerCaller` | `APPATTEST_CHALLENGES_PER_CALLER` | unused challenges one caller may hold (25,000) |
+/// | `challengesTotal` | `APPATTEST_CHALLENGES_TOTAL` | unused challenges reserved for no key, in all (100,000) |
 /// | `challengePurgeIntervalSeconds` | `APPATTEST_CHALLENGE_PURGE_INTERVAL` | how often expired challenges are deleted (60) |
 /// | `idleTimeoutSeconds` | `APPATTEST_IDLE_TIMEOUT` | an idle connection is closed after this (60) |
 /// | `requestTimeoutSeconds` | `APPATTEST_REQUEST_TIMEOUT` | a request's head and body must arrive within this (30) |
@@ -163,8 +164,12 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
     /// How long one PostgreSQL operation may take, in seconds (0.1 to 600): a request whose store operation takes
     /// longer is answered 503 `storeUnavailable` with `Retry-After`.
     public var storeTimeoutSeconds: Double = 5
-    /// Unused challenges one caller may hold (1 to 100,000, the server's total): one caller cannot take them all.
-    public var challengesPerCaller: Int = 50_000
+    /// Unused challenges one caller may hold (1 to ``challengesTotal``): one caller cannot take them all.
+    public var challengesPerCaller: Int = 25_000
+    /// Unused challenges reserved for no key the server holds in all (1 to 10,000,000): beyond it, every caller's
+    /// attestation challenges are refused `tooManyChallenges`. Keep the callers' shares together below it
+    /// (`challengesPerCaller` times the tokens), or a few callers can hold them all; a warning at start says so.
+    public var challengesTotal: Int = 100_000
     /// How long `/health/ready` waits for the store, in seconds (0.1 to 60).
     public var readinessTimeoutSeconds: Double = 2
     /// How many assertion counters, the highest accepted one included, are accepted in any order, each once (1 to 64;
@@ -210,7 +215,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
             challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, writeTimeoutSeconds,
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,
-            startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, readinessTimeoutSeconds,
+            startupTimeoutSeconds, storeTimeoutSeconds, challengesPerCaller, challengesTotal, readinessTimeoutSeconds,
             counterReorderWindow, timestampWindowSeconds, keyCacheSize, keyCacheMaxAgeSeconds, sqliteLogRestartMiB,
             enforcement, attestationsPerSecond, maximumKeysPerUser, keyEventRetentionDays, otlpEndpoint,
             testingRootCertificate,
@@ -255,6 +260,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
             try container.decodeIfPresent(Double.self, forKey: .startupTimeoutSeconds) ?? defaults.startupTimeoutSeconds
         challengesPerCaller =
             try container.decodeIfPresent(Int.self, forKey: .challengesPerCaller) ?? defaults.challengesPerCaller
+        challengesTotal = try container.decodeIfPresent(Int.self, forKey: .challengesTotal) ?? defaults.challengesTotal
         storeTimeoutSeconds =
             try container.decodeIfPresent(Double.self, forKey: .storeTimeoutSeconds) ?? defaults.storeTimeoutSeconds
         readinessTimeoutSeconds =

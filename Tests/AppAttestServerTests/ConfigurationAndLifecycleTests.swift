@@ -65,6 +65,9 @@ struct ConfigurationTests {
         #expect(configuration.rateLimit == nil)
         try configuration.apply(environment: ["APPATTEST_SQLITE_LOG_RESTART_MIB": "1024"])
         #expect(configuration.sqliteLogRestartMiB == 1024)
+        try configuration.apply(environment: ["APPATTEST_CHALLENGES_TOTAL": "400000"])
+        #expect(configuration.challengesTotal == 400_000)
+        configuration.challengesTotal = 100_000
 
         for bad: [String: String] in [
             ["APPATTEST_PORT": "x"], ["APPATTEST_TOKENS": "notoken"], ["APPATTEST_RATE_LIMIT": "fast"],
@@ -89,6 +92,8 @@ struct ConfigurationTests {
             { $0.testingRootCertificate = "/nonexistent/root.pem" },
             { $0.database = "mysql://u@localhost/db" }, { $0.database = "sqlite:" }, { $0.database = "" },
             { $0.sqliteLogRestartMiB = 0 }, { $0.sqliteLogRestartMiB = 65_537 },
+            // A caller's share beyond the total, and a total beyond its range.
+            { $0.challengesPerCaller = 100_001 }, { $0.challengesTotal = 0 }, { $0.challengesTotal = 10_000_001 },
         ] {
             var copy = configuration
             change(&copy)

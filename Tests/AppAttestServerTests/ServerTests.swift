@@ -332,6 +332,21 @@ struct ServerTests {
         }
     }
 
+    @Test("challengesTotal bounds the unused challenges reserved for no key, whichever caller asks")
+    func challengesTotal() async throws {
+        try await F.withServer({
+            $0.challengesTotal = 3
+            $0.challengesPerCaller = 2
+        }) { _, client in
+            var codes: [String?] = []
+            for token in [F.tokenA, F.tokenA, F.tokenB, F.tokenB] {
+                let response = try await post(client, "/v1/challenges", #"{"purpose":"assertion"}"#, token: token)
+                codes.append(response.status == .ok ? "ok" : F.json(response)["code"] as? String)
+            }
+            #expect(codes == ["ok", "ok", "ok", "tooManyChallenges"])
+        }
+    }
+
     @Test("beyond a caller's rate: 429 with Retry-After; callers are limited separately")
     func rateLimit() async throws {
         try await F.withServer({ $0.rateLimit = .init(requestsPerSecond: 0.01, burst: 2) }) { _, client in
