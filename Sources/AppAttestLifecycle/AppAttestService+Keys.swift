@@ -1,6 +1,7 @@
 public import AppAttest
 public import AppAttestStore
 import Foundation
+import Synchronization
 
 /// Asks Apple for a key's fresh receipt (`ReceiptRefreshClient` in `AppleDeviceAPI` does, with the team's provider
 /// key), for ``AppAttestService/refreshReceipt(_:using:)``.
@@ -84,10 +85,33 @@ extension AppAttestService {
         return updated
     }
 
-    /// Refreshes a key's receipt at Apple and stores a new one (<doc:RunningTheVerificationService>).
+    /// Refreshes a key's receipt at Apple and stores a new one (<doc:RunningTheVerificationService>). Refreshes of
+    /// one key that arrive while one is under way share its outcome: one call to Apple, and no older receipt stored
+    /// over a newer one by two refreshes that finish out of order.
     /// - Throws: ``AppAttestServiceError``: `unknownKey`, `keyRevoked`, `keySuperseded`, `receiptRefreshFailed`
     ///   (Apple's or the refresher's error in ``AppAttestServiceError/underlying``), `storeUnavailable`.
     public func refreshReceipt(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
+        async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
+    {
+        let (refresh, started) = receiptRefreshes.running.withLock { running in
+            if let refresh = running[keyID] { return (refresh, false) }
+            // A task of its own: a caller that goes away does not cancel the others' refresh.
+            let refresh = Task { () -> Result<AppAttestReceiptRefresh, AppAttestServiceError> in
+                do throws(AppAttestServiceError) {
+                    return .success(try await refreshAlone(keyID, using: refresher))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            running[keyID] = refresh
+            return (refresh, true)
+        }
+        let outcome = await refresh.value
+        if started { receiptRefreshes.running.withLock { $0[keyID] = nil } }
+        return try outcome.get()
+    }
+
+    private func refreshAlone(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
         async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
     {
         let generation = keyCache.generation
@@ -121,4 +145,9 @@ extension AppAttestService {
             }
         }
     }
+}
+
+/// The receipt refreshes under way, by key (``AppAttestService/refreshReceipt(_:using:)``).
+final class ReceiptRefreshes: Sendable {
+    let running = Mutex<[KeyID: Task<Result<AppAttestReceiptRefresh, AppAttestServiceError>, Never>]>([:])
 }

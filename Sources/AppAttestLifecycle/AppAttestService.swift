@@ -39,6 +39,8 @@ public struct AppAttestService: Sendable {
     let policyState: PolicyState
     /// Reposts of registrations verified lately, answered again without a chain verification.
     let repostedAttestations = RepostedAttestations()
+    /// The receipt refreshes under way, by key: a refresh of a key that has one shares it.
+    let receiptRefreshes = ReceiptRefreshes()
     /// Where the lifecycle's metrics go; nil for the process's bootstrapped backend.
     let metricsFactory: (any MetricsFactory)?
     /// Where spans go; nil when tracing is off.

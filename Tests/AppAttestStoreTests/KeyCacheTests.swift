@@ -63,6 +63,41 @@ struct KeyCacheTests {
         }
     }
 
+    @Test("refreshes of one key at once share one call to Apple and its outcome", .timeLimit(.minutes(1)))
+    func refreshesShared() async throws {
+        final class Refresher: AppAttestReceiptRefresher {
+            let calls = Mutex(0)
+            let open = Mutex(false)
+            let entered = Mutex(0)
+            func refreshReceipt(for key: KeyRecord) async throws -> AppAttestReceiptRefresh {
+                calls.withLock { $0 += 1 }
+                while !open.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+                return .notModified
+            }
+        }
+        let harness = try await Harness(.memory)
+        defer { harness.close() }
+        let device = try await harness.registeredDevice()
+        let refresher = Refresher()
+        let refreshes = (0..<8).map { _ in
+            Task {
+                refresher.entered.withLock { $0 += 1 }
+                return try await harness.service.refreshReceipt(device.keyID, using: refresher)
+            }
+        }
+        // All eight arrive while the first waits for Apple (each joins without a suspension once it entered).
+        while refresher.calls.withLock({ $0 }) == 0 || refresher.entered.withLock({ $0 }) < 8 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        refresher.open.withLock { $0 = true }
+        for refresh in refreshes { #expect(try await refresh.value == .notModified) }
+        #expect(refresher.calls.withLock { $0 } == 1)
+        // Once it ended, the next refresh calls Apple again.
+        #expect(try await harness.service.refreshReceipt(device.keyID, using: refresher) == .notModified)
+        #expect(refresher.calls.withLock { $0 } == 2)
+    }
+
     @Test("a counter stored by another server refuses this server's replay of it", arguments: Backend.available)
     func counterAdvancedElsewhere(backend: Backend) async throws {
         let harness = try await Harness(backend)
