@@ -229,7 +229,8 @@ extension AppAttestClient {
                 {
                     // Refused for the request, not the attestation (a backend whose token to the verifying service
                     // was rotated, say): the attested key and its attestation are kept (stored), and posted again
-                    // with the next request, so that the outage costs none of Apple's attestations.
+                    // with the next request, so that an outage shorter than the challenge's lifetime costs none of
+                    // Apple's attestations.
                     throw error
                 } else if attestation != nil, refused,
                     ["challengeUnknown", "challengeExpired"].contains(error.problemCode)
@@ -273,9 +274,7 @@ extension AppAttestClient {
 
     /// Refusals of an attestation's post that say nothing of the attestation: the server refused the request, its
     /// caller or its user identifier before looking at the object.
-    static let refusalsOfTheRequest: Set<String> = [
-        "unauthorized", "forbidden", "notConfigured", "bodyTooLarge", "malformed", "invalidUserID",
-    ]
+    static let refusalsOfTheRequest: Set<String> = ["unauthorized", "forbidden", "invalidUserID"]
 
     enum RegistrationRecovery {
         case newKey, retry
@@ -304,7 +303,7 @@ extension AppAttestClient {
             // A wait of nothing (`Retry-After: 0`, a date already past) is the exponential backoff's.
             let wait = max(
                 Self.boundedWait(until.timeIntervalSince(configuration.now())),
-                exponentialDelay(afterRetries: attempt - 1))
+                min(exponentialDelay(afterRetries: attempt - 1), configuration.maximumRetryDelay))
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): return try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):

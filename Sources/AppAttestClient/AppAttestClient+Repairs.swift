@@ -76,7 +76,8 @@ extension AppAttestClient {
             attempt.retries += 1
             // A wait of nothing (`Retry-After: 0`, none at all) is the exponential backoff's: never sent again at once.
             let wait = max(
-                Self.boundedWait(refusal.retryAfter ?? 0), exponentialDelay(afterRetries: attempt.retries - 1))
+                Self.boundedWait(refusal.retryAfter ?? 0),
+                min(exponentialDelay(afterRetries: attempt.retries - 1), configuration.maximumRetryDelay))
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):

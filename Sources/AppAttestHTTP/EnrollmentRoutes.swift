@@ -15,9 +15,10 @@ public import HTTPTypes
 /// These routes are open to app clients that are not authenticated yet, so they are bounded: bodies by
 /// ``AppAttestHTTPLimits/maximumJSONBodySize``, outstanding challenges by the service's `ChallengeLimits` (each caller
 /// an issuer), and requests by a rate limiter per caller. An assertion challenge reserved for a registered key counts
-/// against that key instead of the caller: devices behind one address (a carrier's NAT, a campus) each fetch one per
-/// request, and one of them, or a stranger there, must not hold the others at 429. Its refusal (an unknown or
-/// revoked key) counts against the caller, whose spent bucket refuses its next challenge requests of any kind.
+/// against that key's own bucket at the caller instead (the caller's token is taken, then given back): devices behind
+/// one address (a carrier's NAT, a campus) each fetch one per request, and must not hold each other at 429, while a
+/// stranger elsewhere who knows a keyId cannot spend that device's bucket. Its refusal (an unknown or revoked key)
+/// counts against the caller.
 public struct AppAttestEnrollmentRoutes: Sendable {
     /// One route of the table.
     public enum Route: String, CaseIterable, Sendable {
@@ -57,37 +58,26 @@ public struct AppAttestEnrollmentRoutes: Sendable {
     public func respond<Body: Collection<UInt8>>(
         to route: Route, caller: String, userID: String?, body collect: (_ limit: Int) async -> Body?
     ) async throws(AppAttestProblem) -> AppAttestHTTPResponse {
-        guard let rateLimiter, route == .challenge else {
-            if let rateLimiter, case .limited(let retryAfter) = rateLimiter.acquire(caller) {
-                throw .rateLimited(retryAfter: retryAfter)
-            }
-            guard let body = await collect(AppAttestHTTPLimits.maximumJSONBodySize) else { throw .bodyTooLarge }
-            switch route {
-            case .challenge: return await operations.challenge(body: body, userID: userID, issuer: caller)
-            case .attestation: return await operations.attestation(body: body, userID: userID)
-            }
+        // Charged first, atomically, so that requests at once never pass beyond the caller's bucket.
+        if let rateLimiter, case .limited(let retryAfter) = rateLimiter.acquire(caller) {
+            throw .rateLimited(retryAfter: retryAfter)
         }
-        // A caller that spent its bucket is refused before its body is read, whatever it asks for.
-        if case .limited(let retryAfter) = rateLimiter.check(caller) { throw .rateLimited(retryAfter: retryAfter) }
         guard let body = await collect(AppAttestHTTPLimits.maximumJSONBodySize) else { throw .bodyTooLarge }
-        guard let request = AppAttestHTTPOperations.decode(AppAttestHTTPOperations.ChallengeRequest.self, body),
+        guard route == .challenge else { return await operations.attestation(body: body, userID: userID) }
+        guard let rateLimiter,
+            let request = AppAttestHTTPOperations.decode(AppAttestHTTPOperations.ChallengeRequest.self, body),
             request.purpose == AppAttestService.Purpose.assertion, let keyText = request.keyId,
             let keyID = try? KeyID(base64Encoded: keyText)
-        else {
-            if case .limited(let retryAfter) = rateLimiter.acquire(caller) {
-                throw .rateLimited(retryAfter: retryAfter)
-            }
-            return await operations.challenge(body: body, userID: userID, issuer: caller)
-        }
-        let keyBucket = "key:" + keyID.base64EncodedString
+        else { return await operations.challenge(body: body, userID: userID, issuer: caller) }
+        // A registered key's challenge is paid by the key's own bucket at this address, and the caller's token given
+        // back: devices behind one address do not spend each other's, and a stranger elsewhere who knows the keyId
+        // (it travels in every request) cannot spend the device's.
+        let keyBucket = "key:" + keyID.base64EncodedString + "@" + caller
         if case .limited(let retryAfter) = rateLimiter.acquire(keyBucket) { throw .rateLimited(retryAfter: retryAfter) }
         let response = await operations.challenge(
             purpose: request.purpose, keyID: keyText, userID: userID, issuer: caller)
-        if response.status != .ok {
-            // Not the key's doing (a key unknown or revoked, a limit): the caller's.
-            rateLimiter.release(keyBucket)
-            _ = rateLimiter.acquire(caller)
-        }
+        // Refused (a key unknown or revoked, a limit): the caller's doing, and its token kept.
+        if response.status == .ok { rateLimiter.release(caller) } else { rateLimiter.release(keyBucket) }
         return response
     }
 }

@@ -98,9 +98,9 @@ extension AppAttestService {
     /// the challenge (its certificates valid now) and carry the receipt stored with the key, so that nothing but the
     /// first registration's own object gets its answer, and nothing changes.
     ///
-    /// A repost verified here is remembered for a few minutes (``RepostedAttestations``): the same bytes again are
-    /// answered without verifying the chain once more, so that a registration's body posted in a loop costs a read
-    /// each, not a chain verification.
+    /// What a repost's check found is remembered by key for a few minutes (``RepostedAttestations``): the same body
+    /// again is answered, and any other body for the key refused, without verifying a chain once more, so that a
+    /// registration's body posted in a loop, altered or not, costs a read each, not a chain verification.
     private func registeredBefore(
         _ object: [UInt8], keyID: KeyID, challenge: [UInt8], userID: String?, trace: ServiceTrace?
     ) async throws(AppAttestServiceError) -> KeyRecord? {
@@ -109,16 +109,23 @@ extension AppAttestService {
             // The receipt first (a parse, no signature checked): only the registration's own object goes further.
             (try? AttestationObject(cborEncoded: object))?.receipt == existing.receipt
         else { return nil }
-        let digest = RepostedAttestations.digest(object, keyID: keyID, challenge: challenge, userID: userID)
-        if repostedAttestations.contains(digest) { return existing }
+        let digest = RepostedAttestations.digest(object, challenge: challenge, userID: userID)
+        switch repostedAttestations.outcome(for: keyID) {
+        case .verified(let verified): return verified == digest ? existing : nil
+        case .failed: return nil
+        case nil: break
+        }
         var timeline = trace.map { _ in VerificationTimeline() }
         defer { if let timeline { trace?.steps(timeline) } }
         guard
             let attested = try? verifier.verifyAttestation(
                 object, keyID: keyID, challenge: challenge, timeline: &timeline),
             attested.receipt == existing.receipt, attested.key.publicKey == existing.key.publicKey
-        else { return nil }
-        repostedAttestations.insert(digest)
+        else {
+            repostedAttestations.record(.failed, for: keyID)
+            return nil
+        }
+        repostedAttestations.record(.verified(digest), for: keyID)
         return existing
     }
 }

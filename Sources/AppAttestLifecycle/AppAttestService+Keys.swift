@@ -82,6 +82,8 @@ extension AppAttestService {
                 keyID, receipt: receipt.rawRepresentation, riskMetric: receipt.riskMetric, at: time)
         }
         if updated { FleetMetrics.keyEvent(.receiptRefreshed, metricsFactory) }
+        // Again, for a read that began before the write and cached the old record (its risk metric) meanwhile.
+        keyCache.remove(keyID)
         return updated
     }
 

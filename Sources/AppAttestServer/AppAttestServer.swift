@@ -166,15 +166,14 @@ public final class AppAttestServer: Sendable {
     @discardableResult
     public func reload(_ reloaded: ServerConfiguration) throws(ServerConfigurationError) -> [String] {
         var reloaded = reloaded
+        var onlyGenerated = false
         if reloaded.tokens.isEmpty {
             let generated: ServerConfiguration.Token
             do { generated = try Self.generatedToken(file: reloaded.tokenFile, logger: logger) } catch {
                 throw error as? ServerConfigurationError ?? ServerConfigurationError("\(error)")
             }
             reloaded.tokens = [generated]
-            if self.tokens.names != [generated.name] {
-                logger.warning("reload: no tokens configured: only the generated token is accepted now")
-            }
+            onlyGenerated = self.tokens.names != [generated.name]
         }
         var check = configuration
         check.tokens = reloaded.tokens
@@ -189,6 +188,7 @@ public final class AppAttestServer: Sendable {
             logger.warning("reload: App IDs and environments changed in the file take effect at the next start")
         }
         let names = try reloadTokens(reloaded.tokens)
+        if onlyGenerated { logger.warning("reload: no tokens configured: only the generated token is accepted now") }
         if let service, service.policies != policies {
             service.replacePolicies(policies)
             logger.notice(

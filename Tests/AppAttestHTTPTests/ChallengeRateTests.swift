@@ -30,7 +30,9 @@ struct ChallengeRateTests {
         return statuses
     }
 
-    @Test("devices behind one address each fetch their keys' challenges; keyless ones and unknown keys count for it")
+    @Test(
+        "devices behind one address each fetch their keys' challenges, which strangers cannot spend; keyless ones and unknown keys count for the address"
+    )
     func keysBehindOneAddress() async throws {
         let verifier = try AppAttestVerifier(
             configuration: .init(apps: [Self.appID: [.production]], trustAnchor: Self.authority.trustAnchor))
@@ -53,13 +55,16 @@ struct ChallengeRateTests {
                 routes, caller: "192.0.2.1", body: keyed(device.keyID.base64EncodedString), count: 15)
             #expect(statuses == Array(repeating: 200, count: 15))
         }
-        // One key is held to its own bucket.
-        let more = await Self.statuses(
-            routes, caller: "192.0.2.9", body: keyed(devices[0].keyID.base64EncodedString), count: 6)
-        #expect(more == Array(repeating: 200, count: 5) + [429])
-        // The address's own bucket is whole: keyless challenges spend it.
-        let keyless = await Self.statuses(routes, caller: "192.0.2.1", body: #"{"purpose":"attestation"}"#, count: 21)
-        #expect(keyless == Array(repeating: 200, count: 20) + [429])
+        // A stranger elsewhere who knows the first device's keyId spends a bucket of its own, not the device's.
+        let stranger = await Self.statuses(
+            routes, caller: "192.0.2.9", body: keyed(devices[0].keyID.base64EncodedString), count: 21)
+        #expect(stranger == Array(repeating: 200, count: 20) + [429])
+        let mine = await Self.statuses(
+            routes, caller: "192.0.2.1", body: keyed(devices[0].keyID.base64EncodedString), count: 6)
+        #expect(mine == Array(repeating: 200, count: 5) + [429])
+        // The address's own bucket is whole but for the key's refusal just above: keyless challenges spend it.
+        let keyless = await Self.statuses(routes, caller: "192.0.2.1", body: #"{"purpose":"attestation"}"#, count: 20)
+        #expect(keyless == Array(repeating: 200, count: 19) + [429])
         // Unknown keys count against the address, which is then refused whatever it asks.
         var unknown: [Int] = []
         for index in 0..<21 {

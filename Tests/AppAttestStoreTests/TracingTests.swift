@@ -52,10 +52,19 @@ struct TracingTests {
             chains.append(tracer.finishedSpans.filter { $0.operationName == "appattest.chain" }.count - before)
         }
         #expect(chains == [1, 0, 0], "chain checks per repost: \(chains)")
-        // Another user's repost of it is not the registration's.
+        // The body with another challenge (a new one each time, so that no digest of it is known), or another
+        // user's repost of it, is not the registration's: refused, without a chain check.
+        let before = tracer.finishedSpans.filter { $0.operationName == "appattest.chain" }.count
+        for _ in 0..<3 {
+            let other = (0..<32).map { _ in UInt8.random(in: 0...255) }
+            await expectServiceError(.challengeUnknown) {
+                _ = try await service.registerAttestation(object, keyID: device.keyID, challenge: other)
+            }
+        }
         await expectServiceError(.challengeUnknown) {
             _ = try await service.registerAttestation(object, keyID: device.keyID, challenge: challenge, userID: "x")
         }
+        #expect(tracer.finishedSpans.filter { $0.operationName == "appattest.chain" }.count == before)
     }
 
     @Test("an attestation and an assertion: a span each, children for every step, in order and within the parent")
