@@ -300,10 +300,7 @@ extension AppAttestClient {
     /// backoff otherwise.
     func backoff(_ attempt: Int, after error: AppAttestClientError) async throws(AppAttestClientError) {
         if let until = error.retryAfter {
-            // A wait of nothing (`Retry-After: 0`, a date already past) is the exponential backoff's.
-            let wait = max(
-                Self.boundedWait(until.timeIntervalSince(configuration.now())),
-                min(exponentialDelay(afterRetries: attempt - 1), configuration.maximumRetryDelay))
+            let wait = waitAfterRefusal(told: until.timeIntervalSince(configuration.now()), afterRetries: attempt - 1)
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): return try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):

@@ -74,10 +74,7 @@ extension AppAttestClient {
         case "retry":
             guard attempt.retries < Self.maximumRetriesPerRequest else { throw refused }
             attempt.retries += 1
-            // A wait of nothing (`Retry-After: 0`, none at all) is the exponential backoff's: never sent again at once.
-            let wait = max(
-                Self.boundedWait(refusal.retryAfter ?? 0),
-                min(exponentialDelay(afterRetries: attempt.retries - 1), configuration.maximumRetryDelay))
+            let wait = waitAfterRefusal(told: refusal.retryAfter ?? 0, afterRetries: attempt.retries - 1)
             switch Self.retryWait(toldToWait: wait, within: configuration.maximumRetryDelay) {
             case .sleep(let seconds): try await Self.sleep(seconds: seconds)
             case .deferral(let seconds):
@@ -167,6 +164,13 @@ extension AppAttestClient {
     /// doubled each time (bounded, ``boundedWait(_:)``).
     func exponentialDelay(afterRetries retries: Int) -> TimeInterval {
         Self.boundedWait(configuration.initialRetryDelay * pow(2, Double(retries)))
+    }
+
+    /// The wait a server asked for after `retries` retries (its `Retry-After`, `told` seconds from now), at least the
+    /// exponential backoff's step within ``AppAttestClientConfiguration/maximumRetryDelay``: a wait of nothing
+    /// (`Retry-After: 0`, a date past, none at all) is never sent again at once.
+    func waitAfterRefusal(told: TimeInterval, afterRetries retries: Int) -> TimeInterval {
+        max(Self.boundedWait(told), min(exponentialDelay(afterRetries: retries), configuration.maximumRetryDelay))
     }
 
     /// A deferral the client keeps: the error thrown, and when it ends by the time that passes (so that a device

@@ -64,11 +64,16 @@ public struct AppAttestEnrollmentRoutes: Sendable {
         }
         guard let body = await collect(AppAttestHTTPLimits.maximumJSONBodySize) else { throw .bodyTooLarge }
         guard route == .challenge else { return await operations.attestation(body: body, userID: userID) }
-        guard let rateLimiter,
-            let request = AppAttestHTTPOperations.decode(AppAttestHTTPOperations.ChallengeRequest.self, body),
-            request.purpose == AppAttestService.Purpose.assertion, let keyText = request.keyId,
+        // Not a request (answered `malformed`, as the operation answers it).
+        guard let request = AppAttestHTTPOperations.decode(AppAttestHTTPOperations.ChallengeRequest.self, body) else {
+            return await operations.challenge(body: body, userID: userID, issuer: caller)
+        }
+        guard let rateLimiter, request.purpose == AppAttestService.Purpose.assertion, let keyText = request.keyId,
             let keyID = try? KeyID(base64Encoded: keyText)
-        else { return await operations.challenge(body: body, userID: userID, issuer: caller) }
+        else {
+            return await operations.challenge(
+                purpose: request.purpose, keyID: request.keyId, userID: userID, issuer: caller)
+        }
         // A registered key's challenge is paid by the key's own bucket at this address, and the caller's token given
         // back: devices behind one address do not spend each other's, and a stranger elsewhere who knows the keyId
         // (it travels in every request) cannot spend the device's.

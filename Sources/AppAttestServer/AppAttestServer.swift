@@ -168,12 +168,8 @@ public final class AppAttestServer: Sendable {
         var reloaded = reloaded
         var onlyGenerated = false
         if reloaded.tokens.isEmpty {
-            let generated: ServerConfiguration.Token
-            do { generated = try Self.generatedToken(file: reloaded.tokenFile, logger: logger) } catch {
-                throw error as? ServerConfigurationError ?? ServerConfigurationError("\(error)")
-            }
-            reloaded.tokens = [generated]
-            onlyGenerated = self.tokens.names != [generated.name]
+            reloaded.tokens = [try Self.generatedToken(file: reloaded.tokenFile, logger: logger)]
+            onlyGenerated = self.tokens.names != reloaded.tokens.map(\.name)
         }
         var check = configuration
         check.tokens = reloaded.tokens
@@ -321,7 +317,9 @@ public final class AppAttestServer: Sendable {
 
     /// The token in `file`, or a new one generated into it. The file must belong to this user, be readable by
     /// nobody else and not be a link; a new one is created 0600 before a byte is written.
-    static func generatedToken(file: String, logger: Logger) throws -> ServerConfiguration.Token {
+    static func generatedToken(file: String, logger: Logger) throws(ServerConfigurationError)
+        -> ServerConfiguration.Token
+    {
         let existing: [UInt8]?
         do { existing = try SecretFile.read(file, limit: 4096) } catch {
             throw ServerConfigurationError("token file: \(error.description)")

@@ -10,7 +10,9 @@ import Testing
 /// schema of its own (the connection's `search_path`), created and dropped here, so that the shared test database's
 /// tables are never touched. (A database of its own would cost a `CREATE DATABASE`, whose WAL and fsync stall every
 /// other test's connection for seconds.)
-@Suite("PostgreSQL migrations")
+@Suite(
+    "PostgreSQL migrations",
+    .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
 struct PostgresMigrationTests {
     /// Runs `body` with a client configuration whose tables are those of a new, empty schema, dropped afterwards.
     static func withSchema(_ body: (PostgresClient.Configuration) async throws -> Void) async throws {
@@ -33,9 +35,7 @@ struct PostgresMigrationTests {
         }
     }
 
-    @Test(
-        "a backlog of expired challenges larger than a batch is purged whole, batch after batch",
-        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    @Test("a backlog of expired challenges larger than a batch is purged whole, batch after batch")
     func purgeInBatches() async throws {
         try await Self.withSchema { configuration in
             let store = try await PostgresAppAttestStore.connect(configuration: configuration)
@@ -62,9 +62,7 @@ struct PostgresMigrationTests {
         }
     }
 
-    @Test(
-        "the total's count leaves out challenges reserved for keys",
-        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    @Test("the total's count leaves out challenges reserved for keys")
     func unreservedCount() async throws {
         try await Self.withSchema { configuration in
             let store = try await PostgresAppAttestStore.connect(configuration: configuration)
@@ -82,9 +80,7 @@ struct PostgresMigrationTests {
         }
     }
 
-    @Test(
-        "a schema newer than this version's is opened with a warning in the log",
-        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    @Test("a schema newer than this version's is opened with a warning in the log")
     func newerSchema() async throws {
         try await Self.withSchema { configuration in
             let first = try await PostgresAppAttestStore.connect(configuration: configuration)
@@ -102,9 +98,7 @@ struct PostgresMigrationTests {
         }
     }
 
-    @Test(
-        "a schema 1 database, from before the reorder window: no counter below a key's highest is accepted again",
-        .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
+    @Test("a schema 1 database, from before the reorder window: no counter below a key's highest is accepted again")
     func fromSchemaOne() async throws {
         let key = TestKeys.publicKey(5).keyID
         try await Self.withSchema { configuration in
