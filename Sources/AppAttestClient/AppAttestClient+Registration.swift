@@ -348,7 +348,7 @@ extension AppAttestClient {
                     configuration.challengeURL, Body(purpose: purpose, keyId: keyID), what: "challenge")
             } catch  where error.code == .registrationRefused && [429, 503].contains(error.status ?? 0) {
                 let told = error.retryAfter.map { $0.timeIntervalSince(configuration.now()) } ?? 0
-                let wait = max(Self.boundedWait(told), exponentialDelay(afterRetries: retries))
+                let wait = waitAfterRefusal(told: told, afterRetries: retries)
                 // What was slept counts, the random share included, so that the total stays within the limit.
                 let next =
                     retries < Self.maximumChallengeRetries

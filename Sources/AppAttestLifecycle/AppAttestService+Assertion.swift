@@ -101,7 +101,7 @@ extension AppAttestService {
         let acceptance = AssertionAcceptance(
             keyID: keyID, counter: verified.counter, counterPolicy: counterPolicy, challenge: use, nextChallenge: next)
         // Group commit: concurrent acceptances share one store transaction (AcceptanceBatcher).
-        let generation = keyCache.generation
+        let generation = keyCache.generation(of: keyID)
         let outcome = try await step(trace, "appattest.acceptance") { () async throws(AppAttestServiceError) in
             try await run { () async throws(StoreError) -> AssertionAcceptanceOutcome in
                 try await batcher.accept(acceptance)

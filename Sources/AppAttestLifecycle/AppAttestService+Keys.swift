@@ -116,7 +116,7 @@ extension AppAttestService {
     private func refreshAlone(_ keyID: KeyID, using refresher: some AppAttestReceiptRefresher)
         async throws(AppAttestServiceError) -> AppAttestReceiptRefresh
     {
-        let generation = keyCache.generation
+        let generation = keyCache.generation(of: keyID)
         let record = try await key(keyID)
         guard record.revokedAt == nil else { throw await refusal(ofRevoked: record, readSince: generation) }
         let outcome: AppAttestReceiptRefresh

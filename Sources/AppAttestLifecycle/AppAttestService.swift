@@ -221,7 +221,7 @@ public struct AppAttestService: Sendable {
             }
             return cached
         }
-        let generation = keyCache.generation
+        let generation = keyCache.generation(of: keyID)
         guard
             let record = try await run({ () async throws(StoreError) -> KeyRecord? in
                 readingRevocation ? try await keyReads.keyWithCounters(keyID) : try await keyReads.key(keyID)
@@ -238,7 +238,7 @@ public struct AppAttestService: Sendable {
     /// cache's age, so that the key's next requests are refused without a read (a revocation is never undone). When
     /// why cannot be read, the stricter refusal (`keyRevoked`), and nothing remembered.
     /// - Parameter readSince: the key cache's generation before `record` was read, so that a revocation this process
-    ///   made meanwhile (with its own reason) is not hidden by what this read found (``KeyCache/generation``).
+    ///   made meanwhile (with its own reason) is not hidden by what this read found (``KeyCache/generation(of:)``).
     func refusal(ofRevoked record: KeyRecord, readSince: UInt64) async -> AppAttestServiceError {
         let superseded = try? await supersession(record.keyID)
         if let superseded {

@@ -55,6 +55,8 @@ package final class KeyCache: Sendable {
     /// its slot. Freed slots are reused, so the arrays never grow past the capacity.
     private struct State {
         var index: [KeyID: Int] = [:]
+        /// How many times ``KeyCache/remove(_:)`` was called for the keys of each stripe (``KeyCache/stripe(of:)``).
+        var removals = [UInt64](repeating: 0, count: KeyCache.stripes)
         var slots: [Slot] = []
         var head = -1
         var tail = -1
@@ -91,9 +93,11 @@ package final class KeyCache: Sendable {
     }
 
     private let state = Mutex(State())
-    /// How many times ``remove(_:)`` was called: a read that began before a removal is not cached. Changed under the
-    /// lock, and read there by an insertion; read without it by ``generation`` (an atomic load on the assertion path).
-    private let removals = Atomic<UInt64>(0)
+    /// Stripes of the removal counts: a read that began before a removal of a key of its stripe is not cached. Per
+    /// stripe, so that removals of other keys (a storm of them, a fleet's receipt refreshes) do not stop every
+    /// concurrent miss from being cached; a stripe is chosen by the key's hash value, whose seed is the process's, so
+    /// that nobody outside can aim removals at one stripe.
+    static let stripes = 64
     private let capacity: Int
     private let maximumAge: TimeInterval
 
@@ -122,18 +126,26 @@ package final class KeyCache: Sendable {
         }
     }
 
-    /// Where the cache stands, taken before a read from the store whose result ``insert(_:countersRead:superseded:readSince:)``
-    /// is to cache: a removal since (a revocation or a receipt replaced by this process) means the read may predate
-    /// it, and caching it would undo the removal for the cache's age.
-    package var generation: UInt64 { removals.load(ordering: .acquiring) }
+    /// Where the cache stands for `keyID`, taken before a read from the store whose result
+    /// ``insert(_:countersRead:superseded:readSince:)`` is to cache: a removal since of a key of its stripe (a
+    /// revocation or a receipt replaced by this process) means the read may predate it, and caching it would undo the
+    /// removal for the cache's age.
+    package func generation(of keyID: KeyID) -> UInt64 {
+        let stripe = Self.stripe(of: keyID)
+        return state.withLock { $0.removals[stripe] }
+    }
+
+    /// The stripe of removal counts that `keyID` belongs to.
+    package static func stripe(of keyID: KeyID) -> Int { keyID.hashValue & (stripes - 1) }
 
     /// Caches a key as just read or attested, without its receipt (the assertion path uses none, and a real one is
     /// most of a record's bytes); a full cache evicts its least recently used entry.
     /// - Parameters:
     ///   - countersRead: false when the record was read without its counter and revocation (0 and none).
     ///   - superseded: for a revoked key, whether a newer key of its user superseded it.
-    ///   - readSince: the ``generation`` taken before the record was read: when a key was removed since, the entry is
-    ///     returned but not cached (the read may be older than the removal). Nil for a key this process just stored.
+    ///   - readSince: the ``generation(of:)`` taken before the record was read: when a key of its stripe was removed
+    ///     since, the entry is returned but not cached (the read may be older than the removal). Nil for a key this
+    ///     process just stored.
     @discardableResult
     package func insert(
         _ record: KeyRecord, countersRead: Bool = true, superseded: Bool = false, readSince: UInt64? = nil
@@ -145,7 +157,7 @@ package final class KeyCache: Sendable {
         guard capacity > 0 else { return entry }
         // The evicted entry is released after the lock, so that freeing its key is not done under it.
         let evicted = state.withLock { state -> Entry? in
-            if let readSince, removals.load(ordering: .relaxed) != readSince { return nil }
+            if let readSince, state.removals[Self.stripe(of: record.keyID)] != readSince { return nil }
             if let slot = state.index[record.keyID] {
                 let old = state.slots[slot].entry
                 state.slots[slot].entry = entry
@@ -187,7 +199,7 @@ package final class KeyCache: Sendable {
     /// Forgets a key (revoked, its receipt replaced, or unknown to the store); reads begun before are not cached.
     package func remove(_ keyID: KeyID) {
         let removed = state.withLock { state -> Entry? in
-            removals.add(1, ordering: .releasing)
+            state.removals[Self.stripe(of: keyID)] &+= 1
             guard let slot = state.index[keyID] else { return nil }
             let entry = state.slots[slot].entry
             state.remove(keyID)

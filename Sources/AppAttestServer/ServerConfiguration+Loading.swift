@@ -16,9 +16,95 @@ extension ServerConfiguration {
             throw ServerConfigurationError(error.description)
         }
         guard let bytes = read else { throw ServerConfigurationError("cannot read \(path): no such file") }
-        do { return try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
+        let configuration: ServerConfiguration
+        do { configuration = try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
             throw ServerConfigurationError("\(path): \(error)")
         }
+        let unknown = unknownSettings(in: Data(bytes))
+        guard unknown.isEmpty else {
+            throw ServerConfigurationError(
+                "\(path): unknown settings \(unknown.joined(separator: ", ")): a misspelt name is refused, not ignored")
+        }
+        return configuration
+    }
+
+    /// The names in a configuration file that no setting has, as `apps[0].enviroments` (at most 10, each shown only
+    /// when it is printable ASCII of at most 64 characters): a decoder ignores them, so that a misspelt `permissions`
+    /// would leave a token allowed everything, and a misspelt limit would leave its default, both unnoticed.
+    static func unknownSettings(in json: Data) -> [String] {
+        guard let root = try? JSONSerialization.jsonObject(with: json) as? [String: Any] else { return [] }
+        var unknown: [String] = []
+        func check<Key: CodingKey & CaseIterable>(_ object: Any?, _ keys: Key.Type, at path: String) {
+            guard let object = object as? [String: Any] else { return }
+            let known = Set(keys.allCases.map(\.stringValue))
+            for name in object.keys.sorted() where !known.contains(name) {
+                unknown.append(path + shown(name))
+            }
+        }
+        check(root, CodingKeys.self, at: "")
+        for (index, app) in (root["apps"] as? [Any] ?? []).enumerated() {
+            check(app, App.CodingKeys.self, at: "apps[\(index)].")
+        }
+        for (index, token) in (root["tokens"] as? [Any] ?? []).enumerated() {
+            check(token, Token.CodingKeys.self, at: "tokens[\(index)].")
+        }
+        check(root["rateLimit"], RateLimit.CodingKeys.self, at: "rateLimit.")
+        check(root["apple"], Apple.CodingKeys.self, at: "apple.")
+        return Array(unknown.prefix(10))
+    }
+
+    /// The `APPATTEST_*` environment variables that ``apply(environment:)`` reads.
+    package static let environmentNames: Set<String> = [
+        "APPATTEST_APPLE_ENDPOINT",
+        "APPATTEST_APPLE_KEY_ID",
+        "APPATTEST_APPLE_PRIVATE_KEY_FILE",
+        "APPATTEST_APPLE_TEAM_ID",
+        "APPATTEST_APPS",
+        "APPATTEST_ATTESTATIONS_PER_SECOND",
+        "APPATTEST_CHALLENGES_PER_CALLER",
+        "APPATTEST_CHALLENGES_TOTAL",
+        "APPATTEST_CHALLENGE_PURGE_INTERVAL",
+        "APPATTEST_CONNECTION_LIFETIME",
+        "APPATTEST_COUNTER_REORDER_WINDOW",
+        "APPATTEST_DATABASE",
+        "APPATTEST_ENFORCEMENT",
+        "APPATTEST_HOST",
+        "APPATTEST_IDLE_TIMEOUT",
+        "APPATTEST_KEY_CACHE_MAX_AGE",
+        "APPATTEST_KEY_CACHE_SIZE",
+        "APPATTEST_KEY_EVENT_RETENTION_DAYS",
+        "APPATTEST_MAX_BODY_BYTES",
+        "APPATTEST_MAX_CONNECTIONS",
+        "APPATTEST_MAX_KEYS_PER_USER",
+        "APPATTEST_MAX_PIPELINED",
+        "APPATTEST_PORT",
+        "APPATTEST_RATE_LIMIT",
+        "APPATTEST_READINESS_TIMEOUT",
+        "APPATTEST_REQUEST_TIMEOUT",
+        "APPATTEST_SQLITE_LOG_RESTART_MIB",
+        "APPATTEST_STARTUP_TIMEOUT",
+        "APPATTEST_STORE_TIMEOUT",
+        "APPATTEST_TESTING_RECEIPT_ROOT",
+        "APPATTEST_TESTING_ROOT",
+        "APPATTEST_TIMESTAMP_WINDOW",
+        "APPATTEST_TOKENS",
+        "APPATTEST_TOKEN_FILE",
+        "APPATTEST_WRITE_TIMEOUT",
+    ]
+
+    /// The `APPATTEST_*` variables of `environment` that neither ``apply(environment:)`` nor `also` reads (a misspelt
+    /// name, which would leave its setting's default unnoticed), sorted; a name that is not printable ASCII of at most
+    /// 64 characters is shown by its length.
+    package static func unknownEnvironmentNames(in environment: [String: String], also: Set<String> = []) -> [String] {
+        environment.keys.filter { $0.hasPrefix("APPATTEST_") && !environmentNames.contains($0) && !also.contains($0) }
+            .sorted().map(shown)
+    }
+
+    /// A name from outside as a message may show it: itself in quotes when it is printable ASCII of at most 64
+    /// characters, else its length (never a control character echoed to a terminal).
+    static func shown(_ name: String) -> String {
+        name.utf8.count <= 64 && name.utf8.allSatisfy({ (0x20...0x7E).contains($0) })
+            ? "\"\(name)\"" : "(a name of \(name.utf8.count) bytes that is not printable ASCII)"
     }
 
     /// Applies the `APPATTEST_*` environment variables.

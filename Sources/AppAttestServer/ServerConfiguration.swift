@@ -54,6 +54,10 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         /// ``ServerConfiguration/maximumKeysPerUser``.
         public var maximumKeysPerUser: Int?
 
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case appId, environments, enforcement, attestationsPerSecond, maximumKeysPerUser
+        }
+
         public init(
             appId: String, environments: [String], enforcement: String? = nil, attestationsPerSecond: Double? = nil,
             maximumKeysPerUser: Int? = nil
@@ -90,6 +94,10 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         /// answer 404 `unknownKey`, as if they did not exist.
         public var appIds: [String]?
 
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, token, permissions, appIds
+        }
+
         public init(name: String, token: String, permissions: [Permission]? = nil, appIds: [String]? = nil) {
             self.name = name
             self.token = token
@@ -103,6 +111,10 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         public var requestsPerSecond: Double
         /// Requests a caller may make at once, from 1 to ``maximumBurst``.
         public var burst: Double
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case requestsPerSecond, burst
+        }
 
         /// The slowest rate accepted (one request in 1000 seconds).
         public static let minimumRate: Double = 0.001
@@ -126,6 +138,10 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
         public var privateKeyFile: String
         /// Another base URL than Apple's (a stand-in, for tests).
         public var endpoint: String?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case teamId, keyId, privateKeyFile, endpoint
+        }
 
         public init(teamId: String, keyId: String, privateKeyFile: String, endpoint: String? = nil) {
             self.teamId = teamId
@@ -211,7 +227,7 @@ public struct ServerConfiguration: Sendable, Codable, Hashable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case host, port, database, apps, tokens, tokenFile, maximumBodyBytes, rateLimit, challengeLifetimeSeconds,
             challengePurgeIntervalSeconds, idleTimeoutSeconds, requestTimeoutSeconds, writeTimeoutSeconds,
             maximumPipelinedRequests, connectionLifetimeSeconds, maximumConnections,

@@ -103,6 +103,12 @@ struct ServeCommand: AsyncParsableCommand {
             logger.warning(
                 "APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: rotate them there")
         }
+        let unknown = ServerConfiguration.unknownEnvironmentNames(
+            in: ProcessInfo.processInfo.environment, also: ["APPATTEST_LOG_FORMAT", "APPATTEST_LOG_LEVEL"])
+        if !unknown.isEmpty {
+            logger.warning(
+                "environment variables that no setting reads, ignored: \(unknown.joined(separator: ", "))")
+        }
         if let database { configuration.database = database }
         if let host { configuration.host = host }
         if let port { configuration.port = port }

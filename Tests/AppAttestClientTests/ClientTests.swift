@@ -556,6 +556,32 @@ struct ClientTests {
         #expect(ContinuousClock.now - started >= .milliseconds(63))
     }
 
+    @Test("a busy challenge route's wait without a Retry-After is bounded by maximumRetryDelay, deferral included")
+    func challengeBackoffBounded() async throws {
+        let transport = ScriptedTransport()
+        transport.state.withLock { $0.challengeRefusal = .rateLimited(retryAfter: 0) }
+        var configuration = AppAttestClientConfiguration(baseURL: Self.base)
+        configuration.initialRetryDelay = 100
+        configuration.maximumRetryDelay = 0.05
+        // The client's clock stands still, so that the deferral's time is its wait alone, however long the machine
+        // takes to run the request.
+        let asked = Date()
+        configuration.now = { asked }
+        let client = AppAttestClient(configuration: configuration, keyProvider: Self.provider(), transport: transport)
+        var until: Date?
+        do {
+            _ = try await client.register()
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .deferred)
+            until = error.retryAfter
+        }
+        // The backoff's step is at most maximumRetryDelay, and the deferral at most half again: before, the step was
+        // initialRetryDelay's 100 s whatever the limit, and the app was deferred for 100 to 150 s.
+        let deferred = try #require(until).timeIntervalSince(asked)
+        #expect(deferred <= 1, "deferred \(deferred) s")
+    }
+
     @Test("a proxy's 503 with a long Retry-After defers that call alone; an App Attest refusal's deferral is kept")
     func proxyDeferral() async throws {
         let transport = ScriptedTransport()

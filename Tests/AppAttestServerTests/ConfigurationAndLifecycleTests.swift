@@ -46,6 +46,64 @@ struct ConfigurationTests {
         #expect(configuration.validatesAttestationReceipts)
     }
 
+    @Test("a setting no configuration has is refused with where it is, never ignored")
+    func unknownSettings() throws {
+        func load(_ json: String) throws(ServerConfigurationError) -> ServerConfiguration {
+            let path = NSTemporaryDirectory() + "appattest-unknown-\(UUID().uuidString).json"
+            _ = FileManager.default.createFile(
+                atPath: path, contents: Data(json.utf8), attributes: [.posixPermissions: 0o600])
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            return try ServerConfiguration.load(file: path)
+        }
+        // `permission` for `permissions`: ignored, the token would be allowed everything.
+        do {
+            _ = try load(#"{"tokens":[{"name":"ci","token":"0123456789abcdef0","permission":["verify"]}]}"#)
+            Issue.record("a misspelt permissions was ignored")
+        } catch {
+            #expect(error.description.contains(#"tokens[0]."permission""#), "\(error.description)")
+        }
+        do {
+            let app = #"{"appId":"TEAM123456.com.a","environments":["production"],"enforcment":"report"}"#
+            let apple = #"{"teamId":"T","keyId":"K","privateKeyFile":"f","endPoint":"x"}"#
+            _ = try load(
+                #"{"keyCacheSise":100,"apps":["# + app + #"],"rateLimit":{"requestsPerSecond":1,"burst":2,"bursts":3},"#
+                    + #""apple":"# + apple + #","\u001b[31m":1}"#)
+            Issue.record("unknown settings were ignored")
+        } catch {
+            let message = error.description
+            for expected in [
+                #""keyCacheSise""#, #"apps[0]."enforcment""#, #"rateLimit."bursts""#, #"apple."endPoint""#,
+                "(a name of 5 bytes that is not printable ASCII)",
+            ] {
+                #expect(message.contains(expected), "\(expected) in \(message)")
+            }
+            #expect(!message.utf8.contains(0x1B), "a control character is not echoed")
+        }
+        // Every name the decoder knows is accepted.
+        let token = #"{"name":"ci","token":"0123456789abcdef0","permissions":["verify"],"appIds":["TEAM123456.com.a"]}"#
+        let known = try load(#"{"tokens":["# + token + #"],"keyCacheSize":100}"#)
+        #expect(known.tokens.first?.permissions == [.verify] && known.keyCacheSize == 100)
+    }
+
+    @Test("APPATTEST_ variables that no setting reads are named for serve's warning; the known list is the loader's")
+    func unknownEnvironmentNames() throws {
+        #expect(
+            ServerConfiguration.unknownEnvironmentNames(
+                in: [
+                    "APPATTEST_KEY_CACHE_SISE": "1", "APPATTEST_PORT": "1", "HOME": "/", "APPATTEST_LOG_LEVEL": "info",
+                    "APPATTEST_\u{1B}[2J": "x",
+                ], also: ["APPATTEST_LOG_LEVEL"])
+                == ["(a name of 14 bytes that is not printable ASCII)", #""APPATTEST_KEY_CACHE_SISE""#])
+        // Every variable the loader reads is in the list (else serve would warn that a real setting is ignored).
+        let source = try String(
+            contentsOf: Self.root.appendingPathComponent("Sources/AppAttestServer/ServerConfiguration+Loading.swift"),
+            encoding: .utf8)
+        let apply = try #require(source.range(of: "mutating func apply(environment:"))
+        let read = Set(source[apply.lowerBound...].matches(of: /"(APPATTEST_[A-Z0-9_]+)"/).map { String($0.output.1) })
+        #expect(read.count > 30)
+        #expect(read.subtracting(ServerConfiguration.environmentNames).isEmpty)
+    }
+
     @Test("environment variables override the file; bad values are refused with a message")
     func environment() throws {
         var configuration = ServerConfiguration()

@@ -543,6 +543,38 @@ struct KeyCacheTests {
         #expect(cache.entry(records[0].keyID)?.counter == 9)
     }
 
+    @Test("a removal keeps from the cache only the reads of its own stripe of keys begun before it")
+    func removalsAreStriped() throws {
+        let cache = KeyCache(limits: .init(capacity: 100))
+        let removed = try Self.record(0)
+        let stripe = KeyCache.stripe(of: removed.keyID)
+        // One key of another stripe and one of the removed key's (1 in 64 of the keys: 2,000 hold one but for a
+        // chance below 1e-13).
+        var other: KeyRecord?
+        var sameStripe: KeyRecord?
+        for index in 1..<2_000 where other == nil || sameStripe == nil {
+            let record = try Self.record(index)
+            if KeyCache.stripe(of: record.keyID) == stripe {
+                sameStripe = sameStripe ?? record
+            } else {
+                other = other ?? record
+            }
+        }
+        let (otherKey, sameStripeKey) = (try #require(other), try #require(sameStripe))
+        let otherBefore = cache.generation(of: otherKey.keyID)
+        let sameStripeBefore = cache.generation(of: sameStripeKey.keyID)
+        let removedBefore = cache.generation(of: removed.keyID)
+        cache.remove(removed.keyID)
+        cache.insert(otherKey, readSince: otherBefore)
+        #expect(cache.entry(otherKey.keyID) != nil, "a read of another stripe's key begun before the removal is cached")
+        cache.insert(sameStripeKey, readSince: sameStripeBefore)
+        #expect(cache.entry(sameStripeKey.keyID) == nil, "a read of the removed key's stripe begun before it is not")
+        cache.insert(removed, readSince: removedBefore)
+        #expect(cache.entry(removed.keyID) == nil, "a read of the removed key begun before its removal is not cached")
+        cache.insert(removed, readSince: cache.generation(of: removed.keyID))
+        #expect(cache.entry(removed.keyID) != nil, "a read begun after the removal is")
+    }
+
     @Test("a cache far smaller than the fleet stays at its capacity and keeps the most recent keys")
     func boundedUnderAFleet() throws {
         let cache = KeyCache(limits: .init(capacity: 1_000))
