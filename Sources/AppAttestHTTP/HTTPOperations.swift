@@ -141,6 +141,17 @@ public struct AppAttestHTTPOperations: Sendable {
         _ input: AppAttestAssertionInput, timestampWindow: Duration = .seconds(60), now: Date = Date(),
         authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
     ) async throws(AppAttestProblem) -> AuthenticatedAssertion {
+        try await verify(
+            input, timestampWindow: timestampWindow, now: now, servingAppIDs: nil, authorize: authorize)
+    }
+
+    /// As ``verify(_:timestampWindow:now:authorize:)``; a verified assertion by a key of an App ID not in
+    /// `servingAppIDs` (when given) is refused ``AppAttestProblem/appIdNotAllowed`` before its challenge or its
+    /// counter is used.
+    func verify(
+        _ input: AppAttestAssertionInput, timestampWindow: Duration, now: Date, servingAppIDs: Set<AppID>?,
+        authorize: (KeyID) async -> AppAttestProblem? = { _ in nil }
+    ) async throws(AppAttestProblem) -> AuthenticatedAssertion {
         // The key's token is taken before any work, atomically, so that concurrent requests cannot pass beyond the
         // bucket, and given back when the assertion does not verify, so that someone who merely knows a keyId cannot
         // keep that key rate-limited.
@@ -155,7 +166,7 @@ public struct AppAttestHTTPOperations: Sendable {
         do {
             let authenticated = try await service.authenticateAssertion(
                 input.assertion, clientData: clientData, keyID: input.keyID,
-                issuingNextChallenge: input.issuesNextChallenge)
+                issuingNextChallenge: input.issuesNextChallenge, servingAppIDs: servingAppIDs)
             charged = true
             return authenticated
         } catch {
@@ -175,9 +186,19 @@ public struct AppAttestHTTPOperations: Sendable {
         _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness = .challengePerRequest,
         now: Date = Date()
     ) async throws(AppAttestProblem) -> AppAttestAuthentication {
+        try await authenticate(request, body: body, freshness: freshness, now: now, servingAppIDs: nil)
+    }
+
+    /// As ``authenticate(_:body:freshness:now:)``, refusing a key of an App ID not in `servingAppIDs` (when given)
+    /// before its challenge or its counter is used.
+    private func authenticate(
+        _ request: HTTPRequest, body: some Collection<UInt8>, freshness: AppAttestFreshness, now: Date,
+        servingAppIDs: Set<AppID>?
+    ) async throws(AppAttestProblem) -> AppAttestAuthentication {
         let input = try AppAttestAssertionInput(
             request: request, bodySHA256: AppAttestSHA256.hash(body), freshness: freshness)
-        let authenticated = try await verify(input, timestampWindow: freshness.window, now: now)
+        let authenticated = try await verify(
+            input, timestampWindow: freshness.window, now: now, servingAppIDs: servingAppIDs)
         var response = HTTPFields()
         if let next = authenticated.nextChallenge {
             response[AppAttestHTTPHeaders.nextChallenge] = RequestBindingLayout.base64URL(next.challenge)
@@ -232,12 +253,10 @@ public struct AppAttestHTTPOperations: Sendable {
         now: Date = Date(), guarding appIDs: Set<AppID>? = nil, logger: Logger = AppAttestHTTPOperations.silent
     ) async throws(AppAttestProblem) -> AppAttestAdmission {
         do throws(AppAttestProblem) {
-            let authentication = try await authenticate(request, body: body, freshness: freshness, now: now)
-            // A key of an App ID the routes do not serve (the service accepts several) is not theirs to admit.
-            if let appIDs, let appID = authentication.device.appID, !appIDs.contains(appID) {
-                throw AppAttestProblem.appIdNotAllowed
-            }
-            return .verified(authentication)
+            // A key of an App ID the routes do not serve (the service accepts several) is not theirs to admit: refused
+            // once its signature is verified, before its challenge or counter is used.
+            return .verified(
+                try await authenticate(request, body: body, freshness: freshness, now: now, servingAppIDs: appIDs))
         } catch {
             let keyID = request.headerFields[AppAttestHTTPHeaders.keyID].flatMap { try? KeyID(base64Encoded: $0) }
             return .reported(try report(error, keyID: keyID, guarding: appIDs, logger: logger))

@@ -170,6 +170,7 @@ public struct AppAttestProblem: Error, Sendable, Hashable {
             self.init(
                 status: .tooManyRequests, code: error.code.name, title: "The App ID's attestation budget is spent",
                 retryAfter: Int(max(1, (error.retryAfter ?? 1).rounded(.up)).clamped(to: 1...3600)))
+        case .appIDNotServed: self = .appIdNotAllowed
         default: self.init(status: .unauthorized, code: error.code.name, title: "App Attest verification failed")
         }
     }

@@ -36,18 +36,33 @@ extension AppAttestService {
         return try await authenticate(assertion, clientData: binding, keyID: keyID)
     }
 
+    /// As ``authenticateAssertion(_:clientData:keyID:issuingNextChallenge:)``, for routes that serve some App IDs
+    /// only: an assertion by a key of another App ID is refused `appIDNotServed` once its signature is verified,
+    /// before its challenge or its counter is used, so that a request sent to the wrong routes costs its device
+    /// nothing.
+    package func authenticateAssertion(
+        _ assertion: [UInt8], clientData: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool,
+        servingAppIDs: Set<AppID>?
+    ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
+        try await authenticate(
+            assertion, clientData: clientData, keyID: keyID, issuingNextChallenge: issuingNextChallenge,
+            servingAppIDs: servingAppIDs)
+    }
+
     private func authenticate(
-        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false
+        _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool = false,
+        servingAppIDs: Set<AppID>? = nil
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
         try await traced("appattest.assertion", keyID: keyID) { trace async throws(AppAttestServiceError) in
             try await authenticate(
-                assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge, trace: trace)
+                assertion, clientData: binding, keyID: keyID, issuingNextChallenge: issuingNextChallenge,
+                servingAppIDs: servingAppIDs, trace: trace)
         }
     }
 
     private func authenticate(
         _ assertion: [UInt8], clientData binding: AppAttestClientData, keyID: KeyID, issuingNextChallenge: Bool,
-        trace: ServiceTrace?
+        servingAppIDs: Set<AppID>?, trace: ServiceTrace?
     ) async throws(AppAttestServiceError) -> AuthenticatedAssertion {
         let clientData = binding.bytes
         // The key's immutable parts (point, App ID, user) come from a short-lived cache when they can: the store's
@@ -75,6 +90,10 @@ extension AppAttestService {
                 assertion, clientData: clientData, key: key, counterPolicy: counterPolicy, timeline: &timeline)
         } catch {
             throw AppAttestServiceError(.verificationFailed, error.reason, verification: error)
+        }
+        // After the signature (only the key's holder learns whose key it is), before anything is used.
+        if let servingAppIDs, !servingAppIDs.contains(key.appID) {
+            throw AppAttestServiceError(.appIDNotServed, "\(key.appID) is not served here")
         }
         // After the signature (“Verifying assertions and counters”): the challenge is in the signed client data, at
         // its place (never searched for), and is consumed in the same store transaction as the counter.

@@ -56,6 +56,9 @@ public struct AppAttestServiceError: Error, Sendable, CustomStringConvertible {
         /// (``AppAttestService/AppPolicy/attestationsPerSecond``): ``AppAttestServiceError/retryAfter`` says when to
         /// ask again.
         public static let attestationBudgetExhausted = Code("attestationBudgetExhausted")
+        /// A verified assertion by a key of an App ID that the routes which received it do not serve: refused before
+        /// its challenge or counter is used (the HTTP layer's `appIdNotAllowed`).
+        package static let appIDNotServed = Code("appIdNotAllowed")
     }
 
     /// The reason.

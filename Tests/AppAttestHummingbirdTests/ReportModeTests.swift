@@ -97,6 +97,7 @@ struct ReportModeTests {
         try await Application(router: router).test(.router) { client in
             try await tests.register(client, device)
             try await tests.register(client, otherDevice)
+            var refusedChallenge: [UInt8]?
             for (signer, status, body) in [
                 (device, HTTPResponse.Status.forbidden, ""), (otherDevice, .ok, "verified \(other)"),
             ] {
@@ -107,7 +108,16 @@ struct ReportModeTests {
                     if status == .ok { #expect(String(buffer: response.body) == body) }
                     if status != .ok { #expect(tests.code(response) == "appIdNotAllowed") }
                 }
+                if status != .ok { refusedChallenge = challenge }
             }
+            // The refusal used nothing: its challenge is still the device's, and its counter was not stored.
+            let counterBefore = try await service.key(device.keyID).key.counter
+            let reused = try tests.signed(
+                device, path: "/both/order", body: "", challenge: try #require(refusedChallenge))
+            try await client.execute(uri: "/both/order", method: .post, headers: reused) { response in
+                #expect(response.status == .ok && String(buffer: response.body).hasPrefix("verified"))
+            }
+            #expect(counterBefore == 0, "the refused assertion's counter was not stored")
             // On the reporting app's route, another app's key is a refusal like the others: reported, no identity.
             let challenge = try await tests.challenge(client, purpose: "assertion", keyID: otherDevice.keyID)
             let headers = try tests.signed(otherDevice, path: "/reporting/order", body: "", challenge: challenge)
