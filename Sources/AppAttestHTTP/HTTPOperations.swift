@@ -170,6 +170,8 @@ public struct AppAttestHTTPOperations: Sendable {
             charged = true
             return authenticated
         } catch {
+            // Verified, though refused for its App ID: charged as any verified assertion.
+            if error.code == .appIDNotServed { charged = true }
             throw AppAttestProblem(error)
         }
     }
@@ -245,7 +247,8 @@ public struct AppAttestHTTPOperations: Sendable {
     ///   - freshness: how the request proves it is fresh.
     ///   - now: the server's clock, for timestamps.
     ///   - appIDs: the App IDs whose apps call the guarded routes: a request signed by a key of another App ID is
-    ///     refused (``AppAttestProblem/appIdNotAllowed``); nil for every App ID the service accepts.
+    ///     refused (``AppAttestProblem/appIdNotAllowed``) once its signature is verified, before its challenge is
+    ///     checked or used and before its counter is stored; nil for every App ID the service accepts.
     ///   - logger: where a reported refusal is logged.
     /// - Throws: the refusal as a problem, when enforced.
     public func admit(

@@ -10,6 +10,10 @@ extension ServerConfiguration {
     /// could have written or read it: a regular file (not a symbolic link), owned by this process's user, with no
     /// permission for group or others (`chmod 600`), the checks made on the opened file. A file planted by another
     /// user is refused, never adopted.
+    ///
+    /// A name that no setting has, at any level of the file, is refused with where it is (a decoder would ignore it:
+    /// a misspelt `permissions` would leave a token allowed everything). Decoding a ``ServerConfiguration`` yourself
+    /// does not check that.
     public static func load(file path: String) throws(ServerConfigurationError) -> ServerConfiguration {
         let read: [UInt8]?
         do { read = try SecretFile.read(path, limit: 1024 * 1024) } catch {

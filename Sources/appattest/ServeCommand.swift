@@ -103,8 +103,14 @@ struct ServeCommand: AsyncParsableCommand {
             logger.warning(
                 "APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: rotate them there")
         }
+        // serve's own options, and what the project's scripts and tests export beside it.
         let unknown = ServerConfiguration.unknownEnvironmentNames(
-            in: ProcessInfo.processInfo.environment, also: ["APPATTEST_LOG_FORMAT", "APPATTEST_LOG_LEVEL"])
+            in: ProcessInfo.processInfo.environment,
+            also: [
+                "APPATTEST_LOG_FORMAT", "APPATTEST_LOG_LEVEL", "APPATTEST_BINARY", "APPATTEST_DEV_BINARY",
+                "APPATTEST_POSTGRES_URL", "APPATTEST_POSTGRES_CA", "APPATTEST_POSTGRES_DATA", "APPATTEST_POSTGRES_PORT",
+                "APPATTEST_WINDOW",
+            ])
         if !unknown.isEmpty {
             logger.warning(
                 "environment variables that no setting reads, ignored: \(unknown.joined(separator: ", "))")

@@ -102,7 +102,7 @@ struct PostgresMigrationTests {
                     let opened: Result<Void, any Error>
                     do {
                         let store = try await PostgresAppAttestStore.connect(
-                            configuration: configuration, startupTimeout: .seconds(5))
+                            configuration: configuration, startupTimeout: .seconds(20))
                         store.shutdown()
                         opened = .success(())
                     } catch {
@@ -111,7 +111,7 @@ struct PostgresMigrationTests {
                     try await connection.query("ROLLBACK", logger: logger)
                     return opened
                 }
-                // Before, every start took the lock first and waited for it: 5 s, then `unavailable`.
+                // Before, every start took the lock first and waited for it: 20 s, then `unavailable`.
                 if case .failure(let error) = opened { Issue.record("the store waited for the lock: \(error)") }
             }
         }
