@@ -28,19 +28,6 @@ extension PostgresAppAttestStore {
     func migrate() async throws(StoreError) {
         // Bounded by the start-up timeout (migrate(within:)), not the operation timeout.
         try await perform(bounded: false) { connection, logger in
-            // Read first without the migrators' lock: a database at this schema already (every start but the first
-            // after an upgrade) needs nothing, and servers that start together (a rolling deploy) do not queue on
-            // the lock, each holding it for its round trips in turn.
-            let current = try await Self.storedSchemaVersion(connection, logger: logger)
-            guard current < Self.schemaVersion else {
-                if current > Self.schemaVersion {
-                    // A rollback: said in the log, as a newer version's schema may hold what this one ignores.
-                    logger.warning(
-                        "PostgreSQL: schema \(current) is newer than this version of swift-app-attest's (\(Self.schemaVersion))"
-                    )
-                }
-                return
-            }
             try await connection.withTransaction(logger: logger) { connection in
                 // One migrator at a time across every server that starts against this database.
                 try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
@@ -49,9 +36,21 @@ extension PostgresAppAttestStore {
                 // starting beside busy ones never waits on, or deadlocks with, their transactions.
                 try await connection.query(
                     "CREATE TABLE IF NOT EXISTS app_attest_schema (version INT NOT NULL)", logger: logger)
-                // Again under the lock: another server may have migrated meanwhile.
-                let version = try await Self.storedSchemaVersion(connection, logger: logger)
-                guard version < Self.schemaVersion else { return }
+                var version = 0
+                for try await (stored) in try await connection.query(
+                    "SELECT max(version) FROM app_attest_schema", logger: logger
+                ).decode(Int32?.self) {
+                    version = Int(stored ?? 0)
+                }
+                guard version < Self.schemaVersion else {
+                    if version > Self.schemaVersion {
+                        // A rollback: said in the log, as a newer version's schema may hold what this one ignores.
+                        logger.warning(
+                            "PostgreSQL: schema \(version) is newer than this version of swift-app-attest's (\(Self.schemaVersion))"
+                        )
+                    }
+                    return
+                }
                 // Schemas 1 to 4: every step idempotent, for a database at any of them. Not for a later one: some take
                 // an exclusive lock on a table (ALTER TABLE) even when they change nothing.
                 if version < 4 {
@@ -102,24 +101,6 @@ extension PostgresAppAttestStore {
                     "INSERT INTO app_attest_schema (version) VALUES (\(Int32(Self.schemaVersion)))", logger: logger)
             }
         }
-    }
-
-    /// The schema's version as stored (0 when the database has none yet), read without any lock.
-    static func storedSchemaVersion(_ connection: PostgresConnection, logger: Logger) async throws -> Int {
-        var exists = false
-        for try await (found) in try await connection.query(
-            "SELECT to_regclass('app_attest_schema') IS NOT NULL", logger: logger
-        ).decode(Bool.self) {
-            exists = found
-        }
-        guard exists else { return 0 }
-        var version = 0
-        for try await (stored) in try await connection.query(
-            "SELECT max(version) FROM app_attest_schema", logger: logger
-        ).decode(Int32?.self) {
-            version = Int(stored ?? 0)
-        }
-        return version
     }
 
     /// Schema 1: challenges and keys (each statement idempotent).

@@ -3,7 +3,6 @@ import AppAttest
 import AppAttestPostgres
 import AppAttestStore
 import Foundation
-import Logging
 import PostgresNIO
 import Testing
 
@@ -11,11 +10,8 @@ import Testing
 /// schema of its own (the connection's `search_path`), created and dropped here, so that the shared test database's
 /// tables are never touched. (A database of its own would cost a `CREATE DATABASE`, whose WAL and fsync stall every
 /// other test's connection for seconds.)
-///
-/// One test at a time: each migrates a new schema under the migrators' lock, which is the whole database's, so that
-/// together they would wait on each other (and hold back any other migration) for the sum of their migrations.
 @Suite(
-    "PostgreSQL migrations", .serialized,
+    "PostgreSQL migrations",
     .enabled(if: Backend.postgresURL != nil || ProcessInfo.processInfo.environment["CI"] != nil))
 struct PostgresMigrationTests {
     /// Runs `body` with a client configuration whose tables are those of a new, empty schema, dropped afterwards.
@@ -81,39 +77,6 @@ struct PostgresMigrationTests {
             #expect(try await store.outstandingChallenges(keyID: nil, userID: nil, now: now) == 3)
             #expect(try await store.outstandingUnreservedChallenges(now: now) == 1)
             #expect(try await store.outstandingUnreservedChallenges(now: now.addingTimeInterval(61)) == 0)
-        }
-    }
-
-    @Test("a store opening a database at this schema does not wait for the migrators' lock", .timeLimit(.minutes(1)))
-    func currentSchemaTakesNoLock() async throws {
-        try await Self.withSchema { configuration in
-            let first = try await PostgresAppAttestStore.connect(configuration: configuration)
-            first.shutdown()
-            let holder = PostgresClient(configuration: configuration)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await holder.run() }
-                defer { group.cancelAll() }
-                // Another server's migration holds the lock (the lock is the whole database's: held briefly, as
-                // other tests' migrations wait for it meanwhile).
-                let opened = try await holder.withConnection { connection in
-                    let logger = Logger(label: "test")
-                    try await connection.query("BEGIN", logger: logger)
-                    try await connection.query("SELECT pg_advisory_xact_lock(7272727)", logger: logger)
-                    let opened: Result<Void, any Error>
-                    do {
-                        let store = try await PostgresAppAttestStore.connect(
-                            configuration: configuration, startupTimeout: .seconds(20))
-                        store.shutdown()
-                        opened = .success(())
-                    } catch {
-                        opened = .failure(error)
-                    }
-                    try await connection.query("ROLLBACK", logger: logger)
-                    return opened
-                }
-                // Before, every start took the lock first and waited for it: 20 s, then `unavailable`.
-                if case .failure(let error) = opened { Issue.record("the store waited for the lock: \(error)") }
-            }
         }
     }
 
