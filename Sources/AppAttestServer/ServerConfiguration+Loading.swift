@@ -20,11 +20,12 @@ extension ServerConfiguration {
             throw ServerConfigurationError(error.description)
         }
         guard let bytes = read else { throw ServerConfigurationError("cannot read \(path): no such file") }
+        let json = Data(bytes)
         let configuration: ServerConfiguration
-        do { configuration = try JSONDecoder().decode(ServerConfiguration.self, from: Data(bytes)) } catch {
+        do { configuration = try JSONDecoder().decode(ServerConfiguration.self, from: json) } catch {
             throw ServerConfigurationError("\(path): \(error)")
         }
-        let unknown = unknownSettings(in: Data(bytes))
+        let unknown = unknownSettings(in: json)
         guard unknown.isEmpty else {
             throw ServerConfigurationError(
                 "\(path): unknown settings \(unknown.joined(separator: ", ")): a misspelt name is refused, not ignored")

@@ -97,15 +97,16 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         let fileTokens = configuration.tokens.count
-        try configuration.apply(environment: ProcessInfo.processInfo.environment)
-        if fileTokens > 0, ProcessInfo.processInfo.environment["APPATTEST_TOKENS"] != nil {
+        let environment = ProcessInfo.processInfo.environment
+        try configuration.apply(environment: environment)
+        if fileTokens > 0, environment["APPATTEST_TOKENS"] != nil {
             // Else an operator who removes a leaked token from the file, and reloads, believes it gone.
             logger.warning(
                 "APPATTEST_TOKENS replaces the \(fileTokens) tokens of the configuration file: rotate them there")
         }
         // serve's own options, and what the project's scripts and tests export beside it.
         let unknown = ServerConfiguration.unknownEnvironmentNames(
-            in: ProcessInfo.processInfo.environment,
+            in: environment,
             also: [
                 "APPATTEST_LOG_FORMAT", "APPATTEST_LOG_LEVEL", "APPATTEST_BINARY", "APPATTEST_DEV_BINARY",
                 "APPATTEST_POSTGRES_URL", "APPATTEST_POSTGRES_CA", "APPATTEST_POSTGRES_DATA", "APPATTEST_POSTGRES_PORT",
